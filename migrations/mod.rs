@@ -1,0 +1,22 @@
+//! Numbered schema migrations. Each file `mNNNN_name.rs` has a note at its top saying what it
+//! changes; the runner (src/store/migrate.rs) applies every migration newer than the database's
+//! schema version, in order, each in one durable transaction. Never edit a released migration:
+//! add a new one.
+
+mod m0001_initial;
+
+use redb::WriteTransaction;
+
+use crate::error::Result;
+
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub apply: fn(&WriteTransaction) -> Result<()>,
+}
+
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    apply: m0001_initial::apply,
+}];

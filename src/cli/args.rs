@@ -1,0 +1,133 @@
+//! Command-line grammar (clap). Parsing only; the commands live in src/cli/commands.rs.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+const EXAMPLES: &str = "\
+Examples:
+  kbdb init                                   create ./.kbdb
+  kbdb learn \"We chose Postgres for JSONB\" --title \"Database choice\" --tag adr
+  kbdb learn --file notes.md --docid notes/today
+  kbdb learn --file diagram.png --title \"Architecture diagram\"
+  echo '{\"content\":\"a fact\",\"tags\":[\"x\"]}' | kbdb learn --jsonl
+  kbdb retrieve --kbid 5ks4vejzp2hgw9q87cncbef2kr
+  kbdb retrieve --docid notes/today --format json
+  kbdb unlearn 5ks4vejzp2hgw9q87cncbef2kr
+  kbdb status
+  KBDB_DIR=~/kb kbdb status                   use another database
+
+Exit codes: 0 ok, 1 internal or storage error, 2 usage error, 3 invalid input,
+4 not found, 5 database unavailable (missing, not a folder, in use), 6 some --jsonl lines failed.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kbdb",
+    version,
+    about = "A local knowledge base for AI agents and the people who work with them",
+    long_about = "A local knowledge base for AI agents and the people who work with them.\n\n\
+Learn facts, decisions, code and images as content-addressed sections grouped into documents; \
+retrieve them by id. The database is a folder (default ./.kbdb).",
+    after_help = EXAMPLES
+)]
+pub struct Cli {
+    /// Database folder [default: ./.kbdb]
+    #[arg(long, global = true, env = "KBDB_DIR", value_name = "DIR")]
+    pub db: Option<PathBuf>,
+
+    /// Output format: text for people, json for programs (the spec's result objects)
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a knowledge base (./.kbdb, or --db DIR)
+    Init,
+
+    /// Store a section: text, code, JSON or an image
+    #[command(after_help = "\
+Examples:
+  kbdb learn \"Deploys happen on Tuesdays\" --title \"Deploy day\" --tag process
+  kbdb learn --file src/lib.rs --type text/x-rust --docid code/lib
+  kbdb learn --file logo.png --title Logo          (type inferred: image/png)
+  kbdb learn \"Deploys happen on Wednesdays\" --title \"Deploy day\" --tag process --replace
+  cat facts.jsonl | kbdb learn --jsonl             (one learn object per line)
+
+A --jsonl line is an object with the fields content, type, title, description, docid,
+tags, replace and source; one result line is printed per input line as soon as it is durable.")]
+    Learn(LearnArgs),
+
+    /// Remove a section (and its memberships, tags and source key)
+    Unlearn {
+        /// kbid of the section
+        kbid: String,
+    },
+
+    /// Fetch a section's content by kbid, or a document record by docid
+    Retrieve {
+        #[arg(long)]
+        kbid: Option<String>,
+        #[arg(long)]
+        docid: Option<String>,
+    },
+
+    /// Show database status and counts
+    Status,
+
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LearnArgs {
+    /// The content; omit to read --file or standard input
+    pub content: Option<String>,
+
+    /// Read the content from a file ('-' for standard input)
+    #[arg(long, value_name = "PATH", conflicts_with = "content")]
+    pub file: Option<PathBuf>,
+
+    /// MIME type: text/markdown (default), text/*, application/json, image/*
+    #[arg(long = "type", value_name = "MIME")]
+    pub section_type: Option<String>,
+
+    /// Section title (required for images)
+    #[arg(long)]
+    pub title: Option<String>,
+
+    #[arg(long)]
+    pub description: Option<String>,
+
+    /// Group the section under this document id
+    #[arg(long)]
+    pub docid: Option<String>,
+
+    /// Tag (repeat for several)
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+
+    /// Supersede the section with the same source key
+    #[arg(long)]
+    pub replace: bool,
+
+    /// Explicit source key (default: DOCID#TITLE)
+    #[arg(long)]
+    pub source: Option<String>,
+
+    /// Read one JSON learn object per line of standard input
+    #[arg(long, conflicts_with_all = ["content", "file", "section_type", "title", "description", "docid", "tags", "replace", "source"])]
+    pub jsonl: bool,
+}

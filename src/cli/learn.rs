@@ -1,0 +1,207 @@
+//! `kbdb learn`: one section from an argument, a file or stdin; or `--jsonl`, a stream of learn
+//! objects batched into transactions, each result printed as soon as it is durable.
+
+use std::io::{BufRead, IsTerminal, Read};
+use std::path::Path;
+use std::sync::mpsc;
+
+use base64::Engine;
+use kbdb::{Kb, KbError, LearnRequest, LearnResult};
+
+use super::args::{Format, LearnArgs};
+use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
+
+/// Most lines grouped into one transaction by `--jsonl`.
+const JSONL_BATCH: usize = 1024;
+
+pub fn run(db: &Path, format: Format, args: LearnArgs) -> Result<i32, KbError> {
+    let kb = open_creating(db)?;
+    if args.jsonl {
+        return jsonl(&kb, format);
+    }
+    let req = request_from_args(args)?;
+    let r = kb.learn(req)?;
+    match format {
+        Format::Json => print_json(&r, false),
+        Format::Text => print_text(&result_text(&r)),
+    }
+    Ok(EXIT_OK)
+}
+
+/// `learn` creates the database on first use, and says so on stderr.
+fn open_creating(db: &Path) -> Result<Kb, KbError> {
+    let (kb, created) = Kb::open_or_create(db)?;
+    if created {
+        eprintln!("created a new knowledge base in {}", kb.dir().display());
+    }
+    Ok(kb)
+}
+
+fn request_from_args(a: LearnArgs) -> Result<LearnRequest, KbError> {
+    let mut section_type = a.section_type;
+    let content = match (a.content, a.file) {
+        (Some(c), _) => c,
+        (None, Some(path)) if path.as_os_str() != "-" => {
+            if section_type.is_none() {
+                section_type = type_from_extension(&path);
+            }
+            let bytes = std::fs::read(&path).map_err(|e| {
+                KbError::invalid("file", format!("cannot read {}: {e}", path.display()))
+            })?;
+            content_from_bytes(section_type.as_deref(), bytes)?
+        }
+        (None, _) => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                return Err(KbError::invalid(
+                    "content",
+                    "is missing: give it as an argument, with --file PATH, or on standard input",
+                ));
+            }
+            let mut bytes = Vec::new();
+            stdin.lock().read_to_end(&mut bytes).map_err(|e| {
+                KbError::invalid("content", format!("cannot read standard input: {e}"))
+            })?;
+            content_from_bytes(section_type.as_deref(), bytes)?
+        }
+    };
+    Ok(LearnRequest {
+        content,
+        section_type,
+        title: a.title,
+        description: a.description,
+        docid: a.docid,
+        tags: a.tags,
+        replace: a.replace,
+        source: a.source,
+    })
+}
+
+/// Images are read as bytes and sent as base64; everything else must be UTF-8 text.
+fn content_from_bytes(section_type: Option<&str>, bytes: Vec<u8>) -> Result<String, KbError> {
+    if section_type.is_some_and(|t| t.trim().to_ascii_lowercase().starts_with("image/")) {
+        Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+    } else {
+        kbdb::text::preprocess::decode_utf8("content", bytes)
+    }
+}
+
+fn type_from_extension(path: &Path) -> Option<String> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    let t = match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "json" => "application/json",
+        "md" | "markdown" => "text/markdown",
+        "txt" => "text/plain",
+        _ => return None,
+    };
+    Some(t.to_string())
+}
+
+fn result_text(r: &LearnResult) -> String {
+    let what = if r.skipped {
+        "already known"
+    } else if r.attached {
+        "attached"
+    } else {
+        "learned"
+    };
+    let mut out = format!(
+        "{what} {} ({}, {} terms)",
+        r.kbid, r.section_type, r.indexed_terms_count
+    );
+    if let Some(t) = &r.title {
+        out.push_str(&format!(" \"{t}\""));
+    }
+    if let Some(d) = &r.docid {
+        out.push_str(&format!(" in {d}"));
+    }
+    if let Some(s) = &r.superseded {
+        out.push_str(&format!("\n  superseded {s}"));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("\n  warning: {w}"));
+    }
+    for n in &r.near_duplicates {
+        out.push_str(&format!(
+            "\n  near duplicate of {} (similarity {:.2})",
+            n.kbid, n.similarity
+        ));
+    }
+    out
+}
+
+/// Read stdin lines on a thread; group whatever is already waiting (up to JSONL_BATCH) into one
+/// transaction, so a fast pipe gets large batches and a slow stream gets low latency.
+fn jsonl(kb: &Kb, format: Format) -> Result<i32, KbError> {
+    let (tx, rx) = mpsc::sync_channel::<(usize, std::io::Result<String>)>(JSONL_BATCH * 4);
+    std::thread::spawn(move || {
+        for (i, line) in std::io::stdin().lock().lines().enumerate() {
+            let stop = line.is_err();
+            if tx.send((i + 1, line)).is_err() || stop {
+                break;
+            }
+        }
+    });
+    let mut failed = 0usize;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < JSONL_BATCH {
+            match rx.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+        // Parse each line; parse failures are reported in place, in input order.
+        let mut slots: Vec<(usize, Result<usize, KbError>)> = Vec::with_capacity(batch.len());
+        let mut reqs = Vec::new();
+        for (line_no, line) in batch {
+            let parsed = match line {
+                Err(e) => Err(KbError::invalid(
+                    "line",
+                    format!("cannot read standard input: {e}"),
+                )),
+                Ok(l) if l.trim().is_empty() => continue,
+                Ok(l) => serde_json::from_str::<LearnRequest>(&l)
+                    .map_err(|e| KbError::invalid("line", format!("is not a learn object: {e}"))),
+            };
+            slots.push((
+                line_no,
+                parsed.map(|r| {
+                    reqs.push(r);
+                    reqs.len() - 1
+                }),
+            ));
+        }
+        let mut results: Vec<Option<Result<LearnResult, KbError>>> =
+            kb.learn_many(reqs)?.into_iter().map(Some).collect();
+        for (line_no, slot) in slots {
+            let outcome = match slot {
+                Ok(i) => results[i].take().expect("each result is printed once"),
+                Err(e) => Err(e),
+            };
+            if outcome.is_err() {
+                failed += 1;
+            }
+            print_line(format, line_no, outcome);
+        }
+    }
+    Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
+}
+
+fn print_line(format: Format, line_no: usize, outcome: Result<LearnResult, KbError>) {
+    match (format, outcome) {
+        (Format::Json, Ok(r)) => print_json(&r, false),
+        (Format::Json, Err(e)) => {
+            let mut v = error_json(&e);
+            v["line"] = line_no.into();
+            print_json(&v, false)
+        }
+        (Format::Text, Ok(r)) => print_text(&format!("{line_no}: {}", result_text(&r))),
+        (Format::Text, Err(e)) => print_text(&format!("{line_no}: error: {e}")),
+    }
+}

@@ -1,0 +1,106 @@
+//! The engine's error type. Every failure a user can cause names the field and the rule.
+
+use std::path::PathBuf;
+
+/// Result alias used across the engine.
+pub type Result<T, E = KbError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KbError {
+    /// Bad input: `message` already names the field and the rule.
+    #[error("{message}")]
+    InvalidInput { field: String, message: String },
+
+    /// A section or document that was asked for by id does not exist.
+    #[error("{0}")]
+    NotFound(String),
+
+    #[error("no knowledge base at {}; run `kbdb init` (or pass --db) to create one", .0.display())]
+    NotInitialized(PathBuf),
+
+    #[error("database path {} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+
+    #[error(
+        "the knowledge base at {} is in use by another process (only one process may open it; stop the other one or wait for it to finish)",
+        .0.display()
+    )]
+    Locked(PathBuf),
+
+    #[error("invalid configuration in {}: {message}", .file.display())]
+    Config { file: PathBuf, message: String },
+
+    #[error("corrupt record in table {table} for key {key}: {detail}")]
+    Corrupt {
+        table: &'static str,
+        key: String,
+        detail: String,
+    },
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("storage error: {0}")]
+    Storage(String),
+}
+
+impl KbError {
+    pub fn invalid(field: &str, rule: impl std::fmt::Display) -> Self {
+        KbError::InvalidInput {
+            field: field.to_string(),
+            message: format!("{field}: {rule}"),
+        }
+    }
+
+    /// A short stable code for machine consumers (CLI JSON errors, daemon wire).
+    pub fn code(&self) -> &'static str {
+        match self {
+            KbError::InvalidInput { .. } => "invalid_input",
+            KbError::NotFound(_) => "not_found",
+            KbError::NotInitialized(_) => "not_initialized",
+            KbError::NotADirectory(_) => "not_a_directory",
+            KbError::Locked(_) => "locked",
+            KbError::Config { .. } => "config",
+            KbError::Corrupt { .. } => "corrupt",
+            KbError::Io { .. } => "io",
+            KbError::Storage(_) => "storage",
+        }
+    }
+
+    /// The field an input error is about, if any.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            KbError::InvalidInput { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        KbError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+macro_rules! storage_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KbError {
+            fn from(e: $t) -> Self {
+                KbError::Storage(e.to_string())
+            }
+        }
+    )*};
+}
+storage_from!(
+    redb::Error,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::SetDurabilityError
+);

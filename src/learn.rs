@@ -1,0 +1,441 @@
+//! `learn`: validation of a request into a prepared section, then applying it inside a write
+//! transaction (dedup, attach, supersession by source key, near-duplicates, change log).
+
+use std::collections::{BTreeSet, HashSet};
+
+use redb::ReadableMultimapTable;
+
+use base64::Engine;
+
+use crate::config::Limits;
+use crate::error::{KbError, Result};
+use crate::index::near_dup;
+use crate::model::records::{ChangeKind, DocumentRecord, SectionRecord};
+use crate::model::section_type::{TypeKind, parse_type};
+use crate::model::validate::*;
+use crate::model::{LearnRequest, LearnResult, NearDuplicate, kbid};
+use crate::store::txn::WriteTables;
+use crate::text::{preprocess, shingles};
+
+/// A validated section, ready to be written.
+pub(crate) struct Prepared {
+    kbid: String,
+    section_type: String,
+    bytes: Vec<u8>,
+    title: Option<String>,
+    description: Option<String>,
+    docid: Option<String>,
+    tags: Vec<String>,
+    replace: bool,
+    source_key: Option<String>,
+    warnings: Vec<String>,
+    terms_count: u64,
+}
+
+pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
+    let (section_type, kind) = parse_type(req.section_type.as_deref())?;
+    if req.content.len() as u64 > limits.max_content_bytes {
+        return Err(KbError::invalid(
+            "content",
+            format!(
+                "is {} bytes; the limit is {} (limits.max_content_bytes in worker.toml, or KBDB_MAX_CONTENT_BYTES)",
+                req.content.len(),
+                limits.max_content_bytes
+            ),
+        ));
+    }
+    let mut title = validate_line("title", req.title.as_deref(), MAX_TITLE_CHARS)?;
+    let description = validate_description(req.description.as_deref())?;
+    if let Some(d) = &req.docid {
+        validate_docid(d)?;
+    }
+    let tags = validate_tags(&req.tags)?;
+    let source = validate_line("source", req.source.as_deref(), MAX_SOURCE_CHARS)?;
+    let mut warnings = Vec::new();
+
+    let bytes = match kind {
+        TypeKind::Image => {
+            if title.is_none() {
+                return Err(KbError::invalid("title", "is required for image/* types"));
+            }
+            decode_image(&section_type, &req.content)?
+        }
+        TypeKind::Text | TypeKind::Json => {
+            let text = preprocess(&req.content);
+            if text.is_empty() {
+                return Err(KbError::invalid(
+                    "content",
+                    "must not be empty (or only whitespace)",
+                ));
+            }
+            if kind == TypeKind::Json {
+                serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| {
+                    KbError::invalid(
+                        "content",
+                        format!(
+                            "is not valid JSON for application/json (line {}, column {}: {})",
+                            e.line(),
+                            e.column(),
+                            e.to_string().split(" at line").next().unwrap_or_default()
+                        ),
+                    )
+                })?;
+            }
+            if title.is_none() && section_type == "text/markdown" {
+                title = leading_heading(&text);
+            }
+            if title.is_none() {
+                warnings.push("heading_missing".to_string());
+            }
+            text.into_bytes()
+        }
+    };
+    if kind == TypeKind::Image && bytes.is_empty() {
+        return Err(KbError::invalid(
+            "content",
+            "decodes to no bytes; an image must not be empty",
+        ));
+    }
+
+    let terms_count = match kind {
+        TypeKind::Image => 0,
+        _ => {
+            let text = std::str::from_utf8(&bytes).unwrap_or_default();
+            let mut all = String::with_capacity(text.len() + 64);
+            for part in [title.as_deref(), description.as_deref(), Some(text)]
+                .into_iter()
+                .flatten()
+            {
+                all.push_str(part);
+                all.push('\n');
+            }
+            shingles::distinct_terms(&all) as u64
+        }
+    };
+    let source_key = source.or_else(|| {
+        title
+            .as_ref()
+            .map(|t| format!("{}#{}", req.docid.as_deref().unwrap_or(""), t))
+    });
+    Ok(Prepared {
+        kbid: kbid::kbid_of(&bytes),
+        section_type,
+        bytes,
+        title,
+        description,
+        docid: req.docid,
+        tags,
+        replace: req.replace,
+        source_key,
+        warnings,
+        terms_count,
+    })
+}
+
+/// The text of a markdown section's first line when it is an ATX heading (`# Title`).
+fn leading_heading(text: &str) -> Option<String> {
+    let line = text.lines().next()?.trim_start();
+    let hashes = line.bytes().take_while(|&b| b == b'#').count();
+    if !(1..=6).contains(&hashes) {
+        return None;
+    }
+    let rest = &line[hashes..];
+    if !rest.is_empty() && !rest.starts_with([' ', '\t']) {
+        return None;
+    }
+    let heading = rest.trim().trim_end_matches('#').trim();
+    validate_line("title", Some(heading), MAX_TITLE_CHARS)
+        .ok()
+        .flatten()
+}
+
+fn decode_image(section_type: &str, content: &str) -> Result<Vec<u8>> {
+    let mut b64 = content.trim();
+    // Accept a data URL as pasted from a browser.
+    if let Some(rest) = b64.strip_prefix("data:")
+        && let Some((_, data)) = rest.split_once(";base64,")
+    {
+        b64 = data;
+    }
+    let compact: String = b64.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    let bytes = engine.decode(compact.as_bytes()).map_err(|e| {
+        KbError::invalid(
+            "content",
+            format!("is not valid base64 for {section_type} ({e})"),
+        )
+    })?;
+    let signature_ok = match section_type {
+        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "image/jpeg" | "image/jpg" => bytes.starts_with(&[0xff, 0xd8, 0xff]),
+        "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
+        "image/webp" => bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP",
+        "image/bmp" => bytes.starts_with(b"BM"),
+        _ => true,
+    };
+    if !bytes.is_empty() && !signature_ok {
+        return Err(KbError::invalid(
+            "content",
+            format!("decoded bytes are not a {section_type} image (file signature does not match)"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Stored bytes as the text the API returns: UTF-8 text, or base64 for images.
+pub(crate) fn content_as_text(section_type: &str, bytes: &[u8]) -> String {
+    if section_type.starts_with("image/") {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// MinHash band keys of a text section's content (None for images).
+pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<[u64; near_dup::BANDS]> {
+    if section_type.starts_with("image/") {
+        return None;
+    }
+    let sh = shingles::shingle_hashes(std::str::from_utf8(bytes).ok()?);
+    if sh.is_empty() {
+        return None;
+    }
+    Some(near_dup::band_keys(&near_dup::signature(&sh)))
+}
+
+pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult> {
+    let mut warnings = p.warnings.clone();
+    let existing = t.section(&p.kbid)?;
+    let mut attached = false;
+    let mut skipped = false;
+    let mut near_duplicates = Vec::new();
+    let indexed_terms_count;
+    let created_at;
+
+    match existing {
+        Some(mut rec) => {
+            indexed_terms_count = 0;
+            created_at = rec.created_at.clone();
+            let mut changed = false;
+            match &p.docid {
+                Some(docid) => {
+                    if !t.docs_of(&p.kbid)?.iter().any(|d| d == docid) {
+                        append_to_document(t, docid, &p.kbid)?;
+                        attached = true;
+                    } else {
+                        skipped = true;
+                    }
+                }
+                None => {
+                    skipped = true;
+                    if !rec.standalone {
+                        rec.standalone = true;
+                        changed = true;
+                    }
+                }
+            }
+            for tag in &p.tags {
+                if !rec.tags.contains(tag) {
+                    rec.tags.push(tag.clone());
+                    t.tags.insert(tag.as_str(), p.kbid.as_str())?;
+                    changed = true;
+                }
+            }
+            if changed {
+                rec.updated_at = t.now().to_string();
+                t.put_section(&p.kbid, &rec)?;
+                t.log(ChangeKind::SectionChanged, &p.kbid)?;
+            }
+        }
+        None => {
+            indexed_terms_count = p.terms_count;
+            created_at = t.now().to_string();
+            if let Some(keys) = band_keys_of(&p.section_type, &p.bytes) {
+                near_duplicates = find_near_duplicates(t, &p, &keys)?;
+                for k in keys {
+                    t.minhash_bands.insert(k, p.kbid.as_str())?;
+                }
+            }
+            let rec = SectionRecord {
+                section_type: p.section_type.clone(),
+                title: p.title.clone(),
+                description: p.description.clone(),
+                tags: p.tags.clone(),
+                source_key: p.source_key.clone(),
+                created_at: created_at.clone(),
+                updated_at: created_at.clone(),
+                checksum: kbid::hex(&kbid::sha256(&p.bytes)),
+                size: p.bytes.len() as u64,
+                standalone: p.docid.is_none(),
+                terms_count: p.terms_count,
+            };
+            t.put_section(&p.kbid, &rec)?;
+            t.content.insert(p.kbid.as_str(), p.bytes.as_slice())?;
+            for tag in &p.tags {
+                t.tags.insert(tag.as_str(), p.kbid.as_str())?;
+            }
+            if let Some(k) = &p.source_key {
+                t.source_keys.insert(k.as_str(), p.kbid.as_str())?;
+            }
+            t.log(ChangeKind::SectionAdded, &p.kbid)?;
+            if let Some(docid) = &p.docid {
+                append_to_document(t, docid, &p.kbid)?;
+            }
+        }
+    }
+
+    let mut superseded = None;
+    match (&p.source_key, p.replace) {
+        (Some(key), true) => {
+            for old in t.kbids_with_source_key(key)? {
+                if old != p.kbid {
+                    supersede(t, &old, &p.kbid)?;
+                    superseded.get_or_insert(old);
+                }
+            }
+        }
+        (None, true) => warnings.push("replace_without_source_key".to_string()),
+        (Some(key), false) => {
+            if t.kbids_with_source_key(key)?.iter().any(|k| *k != p.kbid) {
+                warnings.push("source_key_exists".to_string());
+            }
+        }
+        (None, false) => {}
+    }
+
+    Ok(LearnResult {
+        kbid: p.kbid,
+        section_type: p.section_type,
+        title: p.title,
+        description: p.description,
+        docid: p.docid,
+        indexed_terms_count,
+        elapsed_ms: 0.0,
+        attached,
+        skipped,
+        superseded,
+        warnings,
+        near_duplicates,
+        created_at,
+    })
+}
+
+fn find_near_duplicates(
+    t: &WriteTables<'_>,
+    p: &Prepared,
+    keys: &[u64; near_dup::BANDS],
+) -> Result<Vec<NearDuplicate>> {
+    let mut candidates: BTreeSet<String> = BTreeSet::new();
+    'bands: for k in keys {
+        for v in t.minhash_bands.get(k)? {
+            let kbid = v?.value().to_string();
+            if kbid != p.kbid {
+                candidates.insert(kbid);
+                if candidates.len() >= near_dup::MAX_CANDIDATES {
+                    break 'bands;
+                }
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mine: HashSet<u64> =
+        shingles::shingle_hashes(std::str::from_utf8(&p.bytes).unwrap_or_default());
+    let mut out = Vec::new();
+    for c in candidates {
+        let Some(bytes) = t.content(&c)? else {
+            continue;
+        };
+        let theirs = shingles::shingle_hashes(&String::from_utf8_lossy(&bytes));
+        let sim = shingles::jaccard(&mine, &theirs);
+        if sim >= near_dup::THRESHOLD {
+            out.push(NearDuplicate {
+                kbid: c,
+                similarity: (sim * 1000.0).round() / 1000.0,
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(a.kbid.cmp(&b.kbid))
+    });
+    Ok(out)
+}
+
+/// Append `kbid` to the document's ordered manifest (creating the document when new).
+pub(crate) fn append_to_document(t: &mut WriteTables<'_>, docid: &str, kbid: &str) -> Result<()> {
+    let now = t.now().to_string();
+    let mut doc = t.document(docid)?.unwrap_or_else(|| DocumentRecord {
+        title: None,
+        doc_type: "document".to_string(),
+        metadata: None,
+        kbids: Vec::new(),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+    });
+    if !doc.kbids.iter().any(|k| k == kbid) {
+        doc.kbids.push(kbid.to_string());
+    }
+    doc.updated_at = now;
+    t.put_document(docid, &doc)?;
+    t.add_membership(docid, kbid)?;
+    t.log(ChangeKind::DocumentChanged, docid)?;
+    Ok(())
+}
+
+/// `new` takes `old`'s place in every document that holds `old`; then `old` is removed.
+fn supersede(t: &mut WriteTables<'_>, old: &str, new: &str) -> Result<()> {
+    for docid in t.docs_of(old)? {
+        let Some(mut doc) = t.document(&docid)? else {
+            continue;
+        };
+        // `new` takes `old`'s position; if `new` was also listed (e.g. just appended), the
+        // first occurrence wins.
+        let has_new = doc.kbids.iter().any(|k| k == new);
+        let mut seen = false;
+        doc.kbids = std::mem::take(&mut doc.kbids)
+            .into_iter()
+            .map(|k| if k == old { new.to_string() } else { k })
+            .filter(|k| k != new || !std::mem::replace(&mut seen, true))
+            .collect();
+        if !has_new {
+            t.add_membership(&docid, new)?;
+        }
+        t.remove_membership(&docid, old)?;
+        doc.updated_at = t.now().to_string();
+        t.put_document(&docid, &doc)?;
+        t.log(ChangeKind::DocumentChanged, &docid)?;
+    }
+    // A superseded standalone fact is replaced by the new one: the new one inherits that status.
+    if let Some(old_rec) = t.section(old)?
+        && old_rec.standalone
+        && let Some(mut rec) = t.section(new)?
+        && !rec.standalone
+    {
+        rec.standalone = true;
+        t.put_section(new, &rec)?;
+    }
+    crate::unlearn::remove_section(t, old)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_heading_is_taken_as_title() {
+        assert_eq!(
+            leading_heading("# Hello world ##\nbody").as_deref(),
+            Some("Hello world")
+        );
+        assert_eq!(leading_heading("#hashtag\nbody"), None);
+        assert_eq!(leading_heading("plain"), None);
+    }
+}

@@ -1,0 +1,321 @@
+//! kbdb — a local knowledge base for AI agents and the people who work with them.
+//!
+//! [`Kb`] is the engine and the only way in: every capability of the CLI (and later the daemon
+//! and the MCP server) is one method here. It is usable embedded, without daemon or async
+//! runtime.
+
+pub mod config;
+pub mod error;
+pub mod index;
+mod learn;
+pub mod model;
+mod store;
+pub mod text;
+mod unlearn;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
+
+pub use config::Config;
+pub use error::{KbError, Result};
+pub use model::*;
+
+use store::txn::{ReadTables, WriteTables};
+
+/// A knowledge base: one database folder, opened by exactly one process.
+pub struct Kb {
+    db: Database,
+    dir: PathBuf,
+    config: Config,
+}
+
+impl Kb {
+    /// Open an existing knowledge base in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Kb> {
+        Self::open_inner(dir.as_ref(), false).map(|(kb, _)| kb)
+    }
+
+    /// Open the knowledge base in `dir`, creating the folder and database when missing.
+    /// Returns whether it was created.
+    pub fn open_or_create(dir: impl AsRef<Path>) -> Result<(Kb, bool)> {
+        Self::open_inner(dir.as_ref(), true)
+    }
+
+    fn open_inner(dir: &Path, create: bool) -> Result<(Kb, bool)> {
+        let db_file = dir.join(store::DB_FILE);
+        match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(KbError::NotADirectory(dir.to_path_buf())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !create {
+                    return Err(KbError::NotInitialized(dir.to_path_buf()));
+                }
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| KbError::io(format!("cannot create {}", dir.display()), e))?;
+            }
+            Err(e) => return Err(KbError::io(format!("cannot access {}", dir.display()), e)),
+        }
+        let existed = db_file.exists();
+        if !existed && !create {
+            return Err(KbError::NotInitialized(dir.to_path_buf()));
+        }
+        let config = Config::load(dir)?;
+        let db = store::open_database(dir)?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| KbError::io(format!("cannot resolve {}", dir.display()), e))?;
+        Ok((Kb { db, dir, config }, !existed))
+    }
+
+    /// The database folder (canonical path).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Learn one section (see `learn_many` for batches). One durable transaction.
+    pub fn learn(&self, req: LearnRequest) -> Result<LearnResult> {
+        let mut results = self.learn_many(vec![req])?;
+        results.pop().expect("one result per request")
+    }
+
+    /// Learn many sections in one durable transaction. Each request gets its own result:
+    /// invalid requests fail alone and change nothing; a storage failure fails the whole batch.
+    pub fn learn_many(&self, reqs: Vec<LearnRequest>) -> Result<Vec<Result<LearnResult>>> {
+        let start = Instant::now();
+        if reqs.len() > self.config.limits.max_batch {
+            return Err(KbError::invalid(
+                "batch",
+                format!(
+                    "has {} sections; the limit is {} (limits.max_batch)",
+                    reqs.len(),
+                    self.config.limits.max_batch
+                ),
+            ));
+        }
+        let prepared: Vec<Result<learn::Prepared>> = reqs
+            .into_iter()
+            .map(|r| learn::prepare(r, &self.config.limits))
+            .collect();
+        if prepared.iter().all(|p| p.is_err()) {
+            return Ok(prepared
+                .into_iter()
+                .filter_map(|p| p.err())
+                .map(Err)
+                .collect());
+        }
+        let txn = self.begin_write()?;
+        let mut out = Vec::with_capacity(prepared.len());
+        {
+            let mut t = WriteTables::open(&txn, now())?;
+            for p in prepared {
+                out.push(match p {
+                    Ok(p) => Ok(learn::apply(&mut t, p)?),
+                    Err(e) => Err(e),
+                });
+            }
+        }
+        txn.commit()?;
+        let elapsed = elapsed_ms(start);
+        for r in out.iter_mut().flatten() {
+            r.elapsed_ms = elapsed;
+        }
+        Ok(out)
+    }
+
+    /// Remove a section and everything that points at it. Unknown kbid → `removed: false`.
+    pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult> {
+        let start = Instant::now();
+        model::kbid::validate_kbid("kbid", kbid)?;
+        let txn = self.begin_write()?;
+        let removed = {
+            let mut t = WriteTables::open(&txn, now())?;
+            unlearn::remove_section(&mut t, kbid)?
+        };
+        if removed {
+            txn.commit()?;
+        } else {
+            txn.abort()?;
+        }
+        Ok(UnlearnResult {
+            removed,
+            elapsed_ms: elapsed_ms(start),
+        })
+    }
+
+    /// `retrieve`: sections by kbid, or the document record by docid.
+    pub fn retrieve(&self, kbid: Option<&str>, docid: Option<&str>) -> Result<Retrieved> {
+        match (kbid, docid) {
+            (Some(k), _) => self.read_sections(&[k]).map(Retrieved::Sections),
+            (None, Some(d)) => self.retrieve_document(d).map(Retrieved::Document),
+            (None, None) => Err(KbError::InvalidInput {
+                field: "kbid".into(),
+                message: "Provide kbid or docid".into(),
+            }),
+        }
+    }
+
+    /// Read sections' content by kbid, in the order asked. An unknown kbid is an error.
+    pub fn read_sections(&self, kbids: &[&str]) -> Result<Vec<RetrievedSection>> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let mut out = Vec::with_capacity(kbids.len());
+        for &kbid in kbids {
+            model::kbid::validate_kbid("kbid", kbid)?;
+            let rec = t
+                .section(kbid)?
+                .ok_or_else(|| KbError::NotFound(format!("Section not found: {kbid}")))?;
+            let bytes = t.content(kbid)?.ok_or_else(|| KbError::Corrupt {
+                table: "content",
+                key: kbid.to_string(),
+                detail: "section has no content".into(),
+            })?;
+            out.push(RetrievedSection {
+                kbid: kbid.to_string(),
+                content: learn::content_as_text(&rec.section_type, &bytes),
+                size: bytes.len() as u64,
+                section_type: rec.section_type,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The document record with its ordered sections.
+    pub fn retrieve_document(&self, docid: &str) -> Result<DocumentView> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let doc = t
+            .document(docid)?
+            .ok_or_else(|| KbError::NotFound(format!("Document not found: {docid}")))?;
+        let mut sections = Vec::with_capacity(doc.kbids.len());
+        for kbid in &doc.kbids {
+            if let Some(rec) = t.section(kbid)? {
+                sections.push(DocumentSection {
+                    kbid: kbid.clone(),
+                    heading: rec.title,
+                    section_type: rec.section_type,
+                    size: rec.size,
+                });
+            }
+        }
+        Ok(DocumentView {
+            docid: docid.to_string(),
+            title: doc.title,
+            doc_type: doc.doc_type,
+            kbids: doc.kbids,
+            sections,
+            created_at: doc.created_at,
+            updated_at: doc.updated_at,
+        })
+    }
+
+    /// Database status: counts, path and the change sequence.
+    pub fn status(&self) -> Result<Status> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let sections = t.sections.len()?;
+        Ok(Status {
+            initialized: true,
+            context_path: self.dir.display().to_string(),
+            cache_stats: CacheStats {
+                content_count: t.content.len()?,
+                index_count: 0,
+            },
+            sections,
+            documents: t.documents.len()?,
+            schema_version: store::migrate::read_version(&txn)?,
+            last_change_seq: t.last_seq()?,
+        })
+    }
+
+    fn begin_write(&self) -> Result<redb::WriteTransaction> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate)?;
+        Ok(txn)
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn elapsed_ms(start: Instant) -> f64 {
+    (start.elapsed().as_secs_f64() * 1e6).round() / 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+
+    use super::*;
+    use crate::store::tables::*;
+
+    fn rows(kb: &Kb) -> [u64; 6] {
+        let txn = kb.db.begin_read().unwrap();
+        let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();
+        [
+            mm(TAGS),
+            mm(SOURCE_KEYS),
+            txn.open_multimap_table(MINHASH_BANDS)
+                .unwrap()
+                .len()
+                .unwrap(),
+            mm(DOC_SECTIONS),
+            mm(SECTION_DOCS),
+            txn.open_table(SECTIONS).unwrap().len().unwrap(),
+        ]
+    }
+
+    #[test]
+    fn unlearn_removes_every_row_that_points_at_the_section() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, created) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+        assert!(created);
+        let r = kb
+            .learn(LearnRequest {
+                content: "a fact with several words in it".into(),
+                title: Some("T".into()),
+                docid: Some("d".into()),
+                tags: vec!["x".into(), "y".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(rows(&kb), [2, 1, 16, 1, 1, 1]);
+        let seq = kb.status().unwrap().last_change_seq;
+        assert!(kb.unlearn(&r.kbid).unwrap().removed);
+        assert_eq!(rows(&kb), [0, 0, 0, 0, 0, 0]);
+        assert!(
+            kb.status().unwrap().last_change_seq > seq,
+            "the change log records the removal"
+        );
+        let txn = kb.db.begin_read().unwrap();
+        let tags = txn.open_multimap_table(TAGS).unwrap();
+        assert!(tags.get("x").unwrap().next().is_none());
+    }
+
+    #[test]
+    fn learn_many_is_one_transaction_with_per_item_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let out = kb
+            .learn_many(vec![
+                LearnRequest::text("first"),
+                LearnRequest::text(""),
+                LearnRequest::text("first"),
+            ])
+            .unwrap();
+        assert!(out[0].is_ok());
+        assert_eq!(out[1].as_ref().unwrap_err().field(), Some("content"));
+        assert!(
+            out[2].as_ref().unwrap().skipped,
+            "dedup sees earlier items of the same batch"
+        );
+        assert_eq!(kb.status().unwrap().sections, 1);
+    }
+}

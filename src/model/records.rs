@@ -1,0 +1,100 @@
+//! Stored records. Each is encoded as one version byte followed by postcard; a schema change
+//! adds a new version and a migration (see migrations/ and docs/storage.md).
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::error::{KbError, Result};
+
+/// Current version byte of every record type.
+pub const RECORD_VERSION: u8 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SectionRecord {
+    pub section_type: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub source_key: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Lowercase hex SHA-256 of the stored content bytes.
+    pub checksum: String,
+    pub size: u64,
+    /// Learned at least once without a docid: the user's memory, never collected by gc.
+    pub standalone: bool,
+    pub terms_count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentRecord {
+    pub title: Option<String>,
+    pub doc_type: String,
+    /// JSON object text (postcard cannot carry self-describing values).
+    pub metadata: Option<String>,
+    /// Ordered member sections.
+    pub kbids: Vec<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum ChangeKind {
+    SectionAdded,
+    SectionChanged,
+    SectionRemoved,
+    DocumentChanged,
+    DocumentRemoved,
+}
+
+/// One entry of the change log that derived indexes replay.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChangeRecord {
+    pub kind: ChangeKind,
+    /// kbid for section changes, docid for document changes.
+    pub id: String,
+    pub at: String,
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = vec![RECORD_VERSION];
+    // Serialising plain structs into a Vec cannot fail.
+    out.extend(postcard::to_stdvec(value).expect("postcard serialisation of a record"));
+    out
+}
+
+pub fn decode<T: DeserializeOwned>(table: &'static str, key: &str, bytes: &[u8]) -> Result<T> {
+    let corrupt = |detail: String| KbError::Corrupt {
+        table,
+        key: key.to_string(),
+        detail,
+    };
+    match bytes.split_first() {
+        Some((&RECORD_VERSION, rest)) => {
+            postcard::from_bytes(rest).map_err(|e| corrupt(e.to_string()))
+        }
+        Some((v, _)) => Err(corrupt(format!(
+            "record version {v} is not known to this kbdb (expected {RECORD_VERSION}); upgrade kbdb"
+        ))),
+        None => Err(corrupt("empty record".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_version_check() {
+        let c = ChangeRecord {
+            kind: ChangeKind::SectionAdded,
+            id: "x".into(),
+            at: "t".into(),
+        };
+        let b = encode(&c);
+        assert_eq!(b[0], RECORD_VERSION);
+        assert_eq!(decode::<ChangeRecord>("changes", "1", &b).unwrap(), c);
+        let mut future = b.clone();
+        future[0] = 9;
+        assert!(decode::<ChangeRecord>("changes", "1", &future).is_err());
+    }
+}

@@ -1,0 +1,30 @@
+//! redb table definitions. See docs/storage.md for what each holds.
+
+use redb::{MultimapTableDefinition, TableDefinition};
+
+/// `meta`: schema version and other database-wide values.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `sections`: kbid → versioned `SectionRecord`.
+pub const SECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sections");
+/// `content`: kbid → content bytes (UTF-8 text, or decoded image bytes).
+pub const CONTENT: TableDefinition<&str, &[u8]> = TableDefinition::new("content");
+/// `documents`: docid → versioned `DocumentRecord` (the ordered manifest).
+pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
+/// `doc_sections`: docid → kbid (membership, document side).
+pub const DOC_SECTIONS: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("doc_sections");
+/// `section_docs`: kbid → docid (membership, section side).
+pub const SECTION_DOCS: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("section_docs");
+/// `tags`: tag → kbid.
+pub const TAGS: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("tags");
+/// `source_keys`: source key → kbid.
+pub const SOURCE_KEYS: MultimapTableDefinition<&str, &str> =
+    MultimapTableDefinition::new("source_keys");
+/// `changes`: monotonic sequence → versioned `ChangeRecord`.
+pub const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
+/// `minhash_bands`: LSH band key → kbid, for near-duplicate candidates.
+pub const MINHASH_BANDS: MultimapTableDefinition<u64, &str> =
+    MultimapTableDefinition::new("minhash_bands");
+
+pub const META_SCHEMA_VERSION: &str = "schema_version";

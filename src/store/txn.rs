@@ -1,0 +1,164 @@
+//! Typed access to all tables inside one write transaction (opened once per transaction, so
+//! a batch of thousands of sections does not reopen tables per row) and read helpers.
+
+use redb::{
+    MultimapTable, ReadOnlyTable, ReadTransaction, ReadableMultimapTable, ReadableTable, Table,
+    WriteTransaction,
+};
+
+use super::tables::*;
+use crate::error::Result;
+use crate::model::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
+
+pub struct WriteTables<'t> {
+    pub sections: Table<'t, &'static str, &'static [u8]>,
+    pub content: Table<'t, &'static str, &'static [u8]>,
+    pub documents: Table<'t, &'static str, &'static [u8]>,
+    pub doc_sections: MultimapTable<'t, &'static str, &'static str>,
+    pub section_docs: MultimapTable<'t, &'static str, &'static str>,
+    pub tags: MultimapTable<'t, &'static str, &'static str>,
+    pub source_keys: MultimapTable<'t, &'static str, &'static str>,
+    pub changes: Table<'t, u64, &'static [u8]>,
+    pub minhash_bands: MultimapTable<'t, u64, &'static str>,
+    next_seq: u64,
+    now: String,
+}
+
+impl<'t> WriteTables<'t> {
+    pub fn open(txn: &'t WriteTransaction, now: String) -> Result<Self> {
+        let changes = txn.open_table(CHANGES)?;
+        let next_seq = changes.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
+        Ok(WriteTables {
+            sections: txn.open_table(SECTIONS)?,
+            content: txn.open_table(CONTENT)?,
+            documents: txn.open_table(DOCUMENTS)?,
+            doc_sections: txn.open_multimap_table(DOC_SECTIONS)?,
+            section_docs: txn.open_multimap_table(SECTION_DOCS)?,
+            tags: txn.open_multimap_table(TAGS)?,
+            source_keys: txn.open_multimap_table(SOURCE_KEYS)?,
+            changes,
+            minhash_bands: txn.open_multimap_table(MINHASH_BANDS)?,
+            next_seq,
+            now,
+        })
+    }
+
+    /// The timestamp of this transaction (RFC 3339 UTC).
+    pub fn now(&self) -> &str {
+        &self.now
+    }
+
+    pub fn section(&self, kbid: &str) -> Result<Option<SectionRecord>> {
+        get_record(&self.sections, "sections", kbid)
+    }
+
+    pub fn put_section(&mut self, kbid: &str, rec: &SectionRecord) -> Result<()> {
+        self.sections
+            .insert(kbid, records::encode(rec).as_slice())?;
+        Ok(())
+    }
+
+    pub fn document(&self, docid: &str) -> Result<Option<DocumentRecord>> {
+        get_record(&self.documents, "documents", docid)
+    }
+
+    pub fn put_document(&mut self, docid: &str, rec: &DocumentRecord) -> Result<()> {
+        self.documents
+            .insert(docid, records::encode(rec).as_slice())?;
+        Ok(())
+    }
+
+    pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.content.get(kbid)?.map(|g| g.value().to_vec()))
+    }
+
+    pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
+        multimap_values(&self.section_docs, kbid)
+    }
+
+    pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
+        self.doc_sections.insert(docid, kbid)?;
+        self.section_docs.insert(kbid, docid)?;
+        Ok(())
+    }
+
+    pub fn remove_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
+        self.doc_sections.remove(docid, kbid)?;
+        self.section_docs.remove(kbid, docid)?;
+        Ok(())
+    }
+
+    pub fn kbids_with_source_key(&self, key: &str) -> Result<Vec<String>> {
+        multimap_values(&self.source_keys, key)
+    }
+
+    /// Append a change to the log; returns its sequence number.
+    pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<u64> {
+        let seq = self.next_seq;
+        let rec = ChangeRecord {
+            kind,
+            id: id.to_string(),
+            at: self.now.clone(),
+        };
+        self.changes.insert(seq, records::encode(&rec).as_slice())?;
+        self.next_seq += 1;
+        Ok(seq)
+    }
+}
+
+/// Read-only views of the tables, for snapshot reads.
+pub struct ReadTables {
+    pub sections: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub content: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub documents: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub changes: ReadOnlyTable<u64, &'static [u8]>,
+}
+
+impl ReadTables {
+    pub fn open(txn: &ReadTransaction) -> Result<Self> {
+        Ok(ReadTables {
+            sections: txn.open_table(SECTIONS)?,
+            content: txn.open_table(CONTENT)?,
+            documents: txn.open_table(DOCUMENTS)?,
+            changes: txn.open_table(CHANGES)?,
+        })
+    }
+
+    pub fn section(&self, kbid: &str) -> Result<Option<SectionRecord>> {
+        get_record(&self.sections, "sections", kbid)
+    }
+
+    pub fn document(&self, docid: &str) -> Result<Option<DocumentRecord>> {
+        get_record(&self.documents, "documents", docid)
+    }
+
+    pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
+        Ok(self.content.get(kbid)?.map(|g| g.value().to_vec()))
+    }
+
+    pub fn last_seq(&self) -> Result<u64> {
+        Ok(self.changes.last()?.map(|(k, _)| k.value()).unwrap_or(0))
+    }
+}
+
+fn get_record<T: serde::de::DeserializeOwned>(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &'static str,
+    key: &str,
+) -> Result<Option<T>> {
+    match table.get(key)? {
+        Some(g) => Ok(Some(records::decode(name, key, g.value())?)),
+        None => Ok(None),
+    }
+}
+
+fn multimap_values(
+    table: &impl ReadableMultimapTable<&'static str, &'static str>,
+    key: &str,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for v in table.get(key)? {
+        out.push(v?.value().to_string());
+    }
+    Ok(out)
+}

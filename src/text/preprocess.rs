@@ -1,0 +1,55 @@
+//! Content preprocessing before hashing (text types only): strip a BOM, CRLF/CR → LF,
+//! Unicode NFC, trim surrounding whitespace.
+
+use unicode_normalization::{UnicodeNormalization, is_nfc_quick};
+
+use crate::error::{KbError, Result};
+
+pub fn preprocess(raw: &str) -> String {
+    let s = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+    let s = if s.contains('\r') {
+        s.replace("\r\n", "\n").replace('\r', "\n")
+    } else {
+        s.to_string()
+    };
+    let s = match is_nfc_quick(s.chars()) {
+        unicode_normalization::IsNormalized::Yes => s,
+        _ => s.nfc().collect(),
+    };
+    s.trim().to_string()
+}
+
+/// Decode bytes as UTF-8, naming `field` and the byte offset of the first bad byte on failure.
+pub fn decode_utf8(field: &str, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        KbError::invalid(
+            field,
+            format!(
+                "is not valid UTF-8 (first invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_bom_line_endings_nfc_and_whitespace() {
+        assert_eq!(preprocess("\u{feff}  a\r\nb\rc \n"), "a\nb\nc");
+        // e + combining acute → é (NFC)
+        assert_eq!(preprocess("Cafe\u{301}"), "Caf\u{e9}");
+        assert_eq!(preprocess(" \t\n "), "");
+    }
+
+    #[test]
+    fn reports_offset_of_invalid_utf8() {
+        let e = decode_utf8("content", vec![b'a', b'b', 0xff]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "content: is not valid UTF-8 (first invalid byte at offset 2)"
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! Removing a section with every row that points at it, inside a write transaction.
+
+use crate::error::Result;
+use crate::model::records::ChangeKind;
+use crate::store::txn::WriteTables;
+
+/// Remove `kbid` and cascade: document manifests (a document left empty is removed),
+/// memberships, tags, source key, near-duplicate bands, then log the change.
+/// Returns false when the section does not exist.
+pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool> {
+    let Some(rec) = t.section(kbid)? else {
+        return Ok(false);
+    };
+    if let Some(bytes) = t.content(kbid)?
+        && let Some(keys) = crate::learn::band_keys_of(&rec.section_type, &bytes)
+    {
+        for k in keys {
+            t.minhash_bands.remove(k, kbid)?;
+        }
+    }
+    for docid in t.docs_of(kbid)? {
+        t.remove_membership(&docid, kbid)?;
+        if let Some(mut doc) = t.document(&docid)? {
+            doc.kbids.retain(|k| k != kbid);
+            if doc.kbids.is_empty() {
+                t.documents.remove(docid.as_str())?;
+                t.log(ChangeKind::DocumentRemoved, &docid)?;
+            } else {
+                doc.updated_at = t.now().to_string();
+                t.put_document(&docid, &doc)?;
+                t.log(ChangeKind::DocumentChanged, &docid)?;
+            }
+        }
+    }
+    for tag in &rec.tags {
+        t.tags.remove(tag.as_str(), kbid)?;
+    }
+    if let Some(k) = &rec.source_key {
+        t.source_keys.remove(k.as_str(), kbid)?;
+    }
+    t.sections.remove(kbid)?;
+    t.content.remove(kbid)?;
+    t.log(ChangeKind::SectionRemoved, kbid)?;
+    Ok(true)
+}

@@ -1,0 +1,89 @@
+//! Nothing acknowledged is lost: stream sections into `kbdb learn --jsonl`, SIGKILL it
+//! mid-stream, reopen, and check every section whose result line was printed.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use common::TestDb;
+
+fn content(run: usize, i: usize) -> String {
+    format!(
+        "# Fact {run}-{i}\nSection number {i} of run {run}: {}",
+        "lorem ipsum ".repeat(i % 7 + 1).trim_end()
+    )
+}
+
+#[test]
+fn sigkill_mid_stream_loses_no_acknowledged_section() {
+    let db = TestDb::new();
+    let mut total_acked = 0;
+    for (run, kill_after) in [1usize, 7, 60, 400].into_iter().enumerate() {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+            .args([
+                "--db",
+                db.path().to_str().unwrap(),
+                "learn",
+                "--jsonl",
+                "--format",
+                "json",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            for i in 0..5000 {
+                let line = serde_json::json!({"content": content(run, i), "docid": format!("run/{run}"), "tags": ["crash"]});
+                if writeln!(stdin, "{line}").is_err() {
+                    break; // the process was killed
+                }
+            }
+        });
+        let mut acked = Vec::new();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            acked.push(v["kbid"].as_str().unwrap().to_string());
+            if acked.len() == kill_after {
+                child.kill().unwrap(); // SIGKILL
+                break;
+            }
+        }
+        // Lines already written to the pipe before the kill were acknowledged too.
+        for line in lines.map_while(Result::ok) {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            acked.push(v["kbid"].as_str().unwrap().to_string());
+        }
+        child.wait().unwrap();
+        writer.join().unwrap();
+        assert!(acked.len() >= kill_after);
+
+        let kb = kbdb::Kb::open(db.path()).expect("reopens after SIGKILL");
+        let refs: Vec<&str> = acked.iter().map(String::as_str).collect();
+        let sections = kb
+            .read_sections(&refs)
+            .expect("every acknowledged section is there");
+        for (i, s) in sections.iter().enumerate() {
+            assert_eq!(
+                s.content,
+                content(run, i),
+                "content of acknowledged line {i}"
+            );
+            assert_eq!(
+                kbdb::kbid_of(s.content.as_bytes()),
+                s.kbid,
+                "checksum matches kbid"
+            );
+        }
+        // The document lists the acknowledged sections, in order, as its prefix.
+        let doc = kb.retrieve_document(&format!("run/{run}")).unwrap();
+        assert_eq!(&doc.kbids[..acked.len()], &acked[..]);
+        total_acked += acked.len();
+        drop(kb);
+    }
+    assert!(total_acked >= 468);
+}

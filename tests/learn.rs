@@ -1,0 +1,535 @@
+//! `kbdb learn`, `retrieve`, `unlearn`, `status` through the real binary.
+
+mod common;
+
+use common::{PNG_B64, TestDb, kbdb_cmd};
+use serde_json::Value;
+
+fn kbid(v: &Value) -> String {
+    v["kbid"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn learn_returns_the_spec_result_and_retrieve_returns_the_content() {
+    let db = TestDb::new();
+    let r = db.learn(&[
+        "We chose Postgres because of JSONB.",
+        "--title",
+        "Database choice",
+        "--tag",
+        "adr",
+    ]);
+    assert_eq!(r["kbid"].as_str().unwrap().len(), 26);
+    assert_eq!(r["type"], "text/markdown");
+    assert_eq!(r["title"], "Database choice");
+    assert!(r["indexed_terms_count"].as_u64().unwrap() >= 6);
+    assert_eq!(r["attached"], false);
+    assert_eq!(r["superseded"], Value::Null);
+    assert_eq!(r["warnings"], serde_json::json!([]));
+    assert_eq!(r["near_duplicates"], serde_json::json!([]));
+    assert!(r["elapsed_ms"].is_number());
+    assert!(r["created_at"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        r.get("description").is_none(),
+        "description only when provided"
+    );
+
+    let got = db.json(&["retrieve", "--kbid", &kbid(&r)]);
+    assert_eq!(
+        got,
+        serde_json::json!([{
+            "kbid": kbid(&r),
+            "sectionType": "text/markdown",
+            "content": "We chose Postgres because of JSONB.",
+            "size": 35
+        }])
+    );
+}
+
+#[test]
+fn kbid_is_sha256_of_preprocessed_content() {
+    let db = TestDb::new();
+    let a = db.learn(&["\u{feff}  line one\r\nline two\rCafe\u{301}  \n"]);
+    assert_eq!(
+        kbid(&a),
+        kbdb::kbid_of("line one\nline two\nCaf\u{e9}".as_bytes())
+    );
+    let b = db.learn(&["line one\nline two\nCaf\u{e9}"]);
+    assert_eq!(kbid(&a), kbid(&b));
+    assert_eq!(b["skipped"], true, "same content without docid is skipped");
+    assert_eq!(b["indexed_terms_count"], 0);
+    assert_eq!(db.status()["sections"], 1);
+}
+
+#[test]
+fn dedup_attaches_docids_idempotently_and_keeps_order() {
+    let db = TestDb::new();
+    let first = db.learn(&["alpha", "--docid", "doc/one"]);
+    let second = db.learn(&["beta", "--docid", "doc/one"]);
+    let third = db.learn(&["gamma", "--docid", "doc/one"]);
+    let again = db.learn(&["alpha", "--docid", "doc/two"]);
+    assert_eq!(again["attached"], true);
+    assert_eq!(again["indexed_terms_count"], 0);
+    let idem = db.learn(&["alpha", "--docid", "doc/two"]);
+    assert_eq!(idem["attached"], false);
+    let doc = db.json(&["retrieve", "--docid", "doc/one"]);
+    let order: Vec<&str> = doc["kbids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(order, vec![kbid(&first), kbid(&second), kbid(&third)]);
+    assert_eq!(doc["sections"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "doc/two"])["kbids"],
+        serde_json::json!([kbid(&first)])
+    );
+    assert_eq!(db.status()["sections"], 3);
+    assert_eq!(db.status()["documents"], 2);
+}
+
+#[test]
+fn replace_supersedes_by_source_key_in_place() {
+    let db = TestDb::new();
+    let intro = db.learn(&["intro text", "--docid", "adr/deploy", "--title", "Intro"]);
+    let old = db.learn(&[
+        "Deploys happen on Tuesdays",
+        "--docid",
+        "adr/deploy",
+        "--title",
+        "Deploy day",
+    ]);
+    let tail = db.learn(&["closing text", "--docid", "adr/deploy", "--title", "Outro"]);
+    // Without --replace, the same source key is kept twice and flagged.
+    let dup = db.learn(&[
+        "Deploys happen on Mondays",
+        "--title",
+        "Deploy day",
+        "--docid",
+        "other",
+    ]);
+    assert_eq!(
+        dup["warnings"],
+        serde_json::json!([]),
+        "different docid, different source key"
+    );
+    let new = db.learn(&[
+        "Deploys happen on Wednesdays",
+        "--docid",
+        "adr/deploy",
+        "--title",
+        "Deploy day",
+        "--replace",
+    ]);
+    assert_eq!(new["superseded"], kbid(&old));
+    let doc = db.json(&["retrieve", "--docid", "adr/deploy"]);
+    assert_eq!(
+        doc["kbids"],
+        serde_json::json!([kbid(&intro), kbid(&new), kbid(&tail)])
+    );
+    db.cmd()
+        .args(["retrieve", "--kbid", &kbid(&old)])
+        .assert()
+        .code(4);
+
+    // Explicit source keys work for standalone facts too.
+    let a = db.learn(&["The office wifi password is hunter2", "--source", "wifi"]);
+    let b = db.learn(&[
+        "The office wifi password is correct-horse",
+        "--source",
+        "wifi",
+        "--replace",
+    ]);
+    assert_eq!(b["superseded"], kbid(&a));
+    let c = db.learn(&["Some other claim about the wifi", "--source", "wifi"]);
+    assert_eq!(
+        c["warnings"],
+        serde_json::json!(["heading_missing", "source_key_exists"])
+    );
+}
+
+#[test]
+fn warnings_heading_missing_unless_titled_or_headed() {
+    let db = TestDb::new();
+    assert_eq!(
+        db.learn(&["no title here"])["warnings"],
+        serde_json::json!(["heading_missing"])
+    );
+    let h = db.learn(&["# Release process\nTag, build, publish."]);
+    assert_eq!(h["title"], "Release process");
+    assert_eq!(h["warnings"], serde_json::json!([]));
+    assert_eq!(
+        db.learn(&["titled", "--title", "T"])["warnings"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn near_duplicates_are_reported_with_similarity() {
+    let db = TestDb::new();
+    let base: String = (0..120).map(|i| format!("token{i} ")).collect();
+    let first = db.learn(&[&base]);
+    let near = base.replace("token60 ", "changed ");
+    let second = db.learn(&[&near]);
+    let nd = second["near_duplicates"].as_array().unwrap();
+    assert_eq!(nd.len(), 1);
+    assert_eq!(nd[0]["kbid"], kbid(&first));
+    let sim = nd[0]["similarity"].as_f64().unwrap();
+    assert!((0.85..1.0).contains(&sim), "{sim}");
+    let other: String = (0..120).map(|i| format!("unrelated{i} ")).collect();
+    assert_eq!(
+        db.learn(&[&other])["near_duplicates"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn unlearn_cascades_and_unknown_kbid_is_not_an_error() {
+    let db = TestDb::new();
+    let a = db.learn(&[
+        "only member",
+        "--docid",
+        "solo",
+        "--tag",
+        "t1",
+        "--title",
+        "Only",
+    ]);
+    let r = db.json(&["unlearn", &kbid(&a)]);
+    assert_eq!(r["removed"], true);
+    assert!(r["elapsed_ms"].is_number());
+    db.cmd()
+        .args(["retrieve", "--docid", "solo"])
+        .assert()
+        .code(4);
+    let s = db.status();
+    assert_eq!(
+        (s["sections"].as_u64(), s["documents"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(db.json(&["unlearn", &kbid(&a)])["removed"], false);
+    // Learning the same content again is a new section (nothing lingered).
+    let again = db.learn(&["only member"]);
+    assert_eq!(again["skipped"], false);
+    assert!(again["indexed_terms_count"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn images_are_base64_with_required_title() {
+    let db = TestDb::new();
+    let r = db.learn(&[PNG_B64, "--type", "image/png", "--title", "Pixel"]);
+    assert_eq!(r["type"], "image/png");
+    assert_eq!(r["indexed_terms_count"], 0);
+    assert_eq!(r["warnings"], serde_json::json!([]));
+    let got = db.json(&["retrieve", "--kbid", &kbid(&r)]);
+    assert_eq!(got[0]["content"], PNG_B64);
+    assert_eq!(got[0]["size"], 70);
+    // The kbid hashes the decoded bytes.
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(PNG_B64)
+        .unwrap();
+    assert_eq!(kbid(&r), kbdb::kbid_of(&bytes));
+
+    // --file infers the type from the extension and encodes the bytes.
+    let f = db.tmp.path().join("pixel.png");
+    std::fs::write(&f, &bytes).unwrap();
+    let r2 = db.learn(&[
+        "--file",
+        f.to_str().unwrap(),
+        "--title",
+        "Pixel",
+        "--docid",
+        "img",
+    ]);
+    assert_eq!(r2["kbid"], r["kbid"]);
+    assert_eq!(r2["attached"], true);
+}
+
+#[test]
+fn json_and_other_text_types() {
+    let db = TestDb::new();
+    let r = db.learn(&[
+        "{\"a\": [1, 2]}",
+        "--type",
+        "application/json",
+        "--title",
+        "cfg",
+    ]);
+    assert_eq!(r["type"], "application/json");
+    let r = db.learn(&["fn main() {}", "--type", "Text/X-Rust", "--title", "main"]);
+    assert_eq!(r["type"], "text/x-rust");
+}
+
+#[test]
+fn content_from_file_and_stdin() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("note.md");
+    std::fs::write(&f, "# From a file\nbody").unwrap();
+    let r = db.learn(&["--file", f.to_str().unwrap()]);
+    assert_eq!(r["title"], "From a file");
+    let out = db
+        .cmd()
+        .args(["learn", "--format", "json"])
+        .write_stdin("piped content")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kbid"], kbdb::kbid_of(b"piped content"));
+}
+
+#[test]
+fn jsonl_prints_one_result_per_line_in_order() {
+    let db = TestDb::new();
+    let input = "{\"content\":\"one\",\"tags\":[\"x\"]}\n\n{\"content\":\"two\",\"docid\":\"d\"}\nnot json\n{\"content\":\"\"}\n{\"content\":\"one\"}\n";
+    let out = db
+        .cmd()
+        .args(["learn", "--jsonl", "--format", "json"])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "some lines failed");
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "one line per non-blank input line");
+    assert_eq!(lines[0]["kbid"], kbdb::kbid_of(b"one"));
+    assert_eq!(lines[1]["docid"], "d");
+    assert_eq!(lines[2]["line"], 4);
+    assert_eq!(lines[2]["error"]["field"], "line");
+    assert_eq!(lines[3]["error"]["field"], "content");
+    assert_eq!(lines[4]["skipped"], true);
+    assert_eq!(db.status()["sections"], 2);
+}
+
+/// Every bad input: a clear error naming the field, a non-zero exit, and no change.
+#[test]
+fn bad_input_is_rejected_and_changes_nothing() {
+    let db = TestDb::new();
+    db.learn(&["existing", "--docid", "d"]);
+    let before = db.status();
+    let nonutf8 = db.tmp.path().join("latin1.txt");
+    std::fs::write(&nonutf8, b"caf\xe9").unwrap();
+    let long_docid = "x".repeat(257);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec![""], "content"),
+        (vec!["   \n\t "], "content"),
+        (
+            vec!["not base64!!", "--type", "image/png", "--title", "t"],
+            "content",
+        ),
+        (
+            vec!["aGVsbG8=", "--type", "image/png", "--title", "t"],
+            "content",
+        ),
+        (vec![PNG_B64, "--type", "image/png"], "title"),
+        (vec!["x", "--type", "application/pdf"], "type"),
+        (vec!["x", "--type", "textmarkdown"], "type"),
+        (vec!["x", "--type", "text/"], "type"),
+        (vec!["{not json", "--type", "application/json"], "content"),
+        (vec!["--file", nonutf8.to_str().unwrap()], "content"),
+        (vec!["x", "--docid", "../etc"], "docid"),
+        (vec!["x", "--docid", "a/../../b"], "docid"),
+        (vec!["x", "--docid", "/abs"], "docid"),
+        (vec!["x", "--docid", "a\u{7}b"], "docid"),
+        (vec!["x", "--docid", &long_docid], "docid"),
+        (vec!["x", "--tag", ""], "tags"),
+        (vec!["x", "--title", "two\nlines"], "title"),
+    ];
+    for (args, field) in cases {
+        let mut a = vec!["learn"];
+        a.extend(args.iter());
+        let out = db
+            .cmd()
+            .args(&a)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["error"]["field"], field, "{args:?}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with(&format!("{field}: ")), "{msg}");
+        // Text mode: the message on stderr.
+        let out = db.cmd().args(&a).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("error: {field}: ")));
+    }
+    // Content over the configured maximum (env override), then via worker.toml.
+    db.cmd()
+        .env("KBDB_MAX_CONTENT_BYTES", "10")
+        .args(["learn", "this is longer than ten bytes"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains(
+            "content: is 29 bytes; the limit is 10",
+        ));
+    std::fs::write(
+        db.path().join("worker.toml"),
+        "[limits]\nmax_content_bytes = 5\n",
+    )
+    .unwrap();
+    db.cmd().args(["learn", "123456"]).assert().code(3);
+    std::fs::write(db.path().join("worker.toml"), "[limits]\nmax_bytes = 5\n").unwrap();
+    db.cmd()
+        .args(["learn", "1"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("max_bytes"));
+    std::fs::remove_file(db.path().join("worker.toml")).unwrap();
+    // Malformed kbid on unlearn / retrieve.
+    db.cmd()
+        .args(["unlearn", "nope"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("kbid:"));
+    db.cmd()
+        .args(["retrieve"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("Provide kbid or docid"));
+
+    assert_eq!(db.status(), before, "nothing changed");
+}
+
+#[test]
+fn database_resolution_and_unavailable_databases() {
+    // Default ./.kbdb in the working directory; learn creates it and says so.
+    let tmp = tempfile::tempdir().unwrap();
+    kbdb_cmd()
+        .current_dir(tmp.path())
+        .args(["status"])
+        .assert()
+        .code(5)
+        .stderr(predicates::str::contains("kbdb init"));
+    kbdb_cmd()
+        .current_dir(tmp.path())
+        .args(["learn", "hello"])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("created a new knowledge base"));
+    assert!(tmp.path().join(".kbdb/kbdb.redb").exists());
+    // KBDB_DIR is honoured; --db wins over it.
+    let other = tmp.path().join("other");
+    kbdb_cmd()
+        .env("KBDB_DIR", &other)
+        .arg("init")
+        .assert()
+        .success();
+    assert!(other.join("kbdb.redb").exists());
+    let out = kbdb_cmd()
+        .env("KBDB_DIR", &other)
+        .args([
+            "--db",
+            tmp.path().join(".kbdb").to_str().unwrap(),
+            "status",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sections"], 1);
+    // A path that is a file.
+    let file = tmp.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    kbdb_cmd()
+        .args(["--db", file.to_str().unwrap(), "learn", "x"])
+        .assert()
+        .code(5)
+        .stderr(predicates::str::contains("is not a directory"));
+    kbdb_cmd()
+        .args(["--db", file.to_str().unwrap(), "init"])
+        .assert()
+        .code(5);
+}
+
+#[test]
+fn a_database_held_by_another_process_fails_fast_and_clearly() {
+    let db = TestDb::new();
+    // `learn --jsonl` keeps the database open while its stdin stays open.
+    let mut holder = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+        .args(["--db", db.path().to_str().unwrap(), "learn", "--jsonl"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it holds the database (its first result line is printed).
+    use std::io::{BufRead, Write};
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(stdin, "{{\"content\":\"held\"}}").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("learned"), "{line}");
+
+    let start = std::time::Instant::now();
+    db.cmd()
+        .args(["learn", "blocked"])
+        .timeout(std::time::Duration::from_secs(20))
+        .assert()
+        .code(5)
+        .stderr(predicates::str::contains("in use by another process"));
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    drop(stdin);
+    assert!(holder.wait().unwrap().success());
+    // Released: usable again, and the blocked write did not happen.
+    assert_eq!(db.status()["sections"], 1);
+}
+
+#[test]
+fn help_teaches_by_example_and_completions_are_generated() {
+    kbdb_cmd()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("Examples:"));
+    kbdb_cmd()
+        .args(["learn", "--help"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("--jsonl"));
+    for shell in ["bash", "zsh", "fish"] {
+        kbdb_cmd()
+            .args(["completions", shell])
+            .assert()
+            .success()
+            .stdout(predicates::str::contains("kbdb"));
+    }
+}
+
+#[test]
+fn text_output_is_readable() {
+    let db = TestDb::new();
+    db.cmd()
+        .args([
+            "learn",
+            "hello world",
+            "--title",
+            "Greeting",
+            "--docid",
+            "g",
+        ])
+        .assert()
+        .success()
+        .stdout(predicates::str::starts_with("learned "));
+    db.cmd()
+        .args(["retrieve", "--docid", "g"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("Greeting"));
+    db.cmd()
+        .arg("status")
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("sections:  1"));
+}
