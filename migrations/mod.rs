@@ -4,6 +4,7 @@
 //! add a new one.
 
 mod m0001_initial;
+mod m0002_synonyms;
 
 use redb::WriteTransaction;
 
@@ -15,8 +16,15 @@ pub struct Migration {
     pub apply: fn(&WriteTransaction) -> Result<()>,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    apply: m0001_initial::apply,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        apply: m0001_initial::apply,
+    },
+    Migration {
+        version: 2,
+        name: "synonyms",
+        apply: m0002_synonyms::apply,
+    },
+];

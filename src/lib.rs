@@ -9,11 +9,13 @@ pub mod error;
 pub mod index;
 mod learn;
 pub mod model;
-mod store;
+pub mod search;
+pub mod store;
 pub mod text;
 mod unlearn;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -21,7 +23,9 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 pub use config::Config;
 pub use error::{KbError, Result};
 pub use model::*;
+pub use search::{SearchItem, SearchItems, SearchRequest, SearchResponse};
 
+use index::lexical::LexicalIndex;
 use store::txn::{ReadTables, WriteTables};
 
 /// A knowledge base: one database folder, opened by exactly one process.
@@ -29,6 +33,8 @@ pub struct Kb {
     db: Database,
     dir: PathBuf,
     config: Config,
+    /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
+    lexical: Mutex<LexicalIndex>,
 }
 
 impl Kb {
@@ -66,7 +72,16 @@ impl Kb {
         let dir = dir
             .canonicalize()
             .map_err(|e| KbError::io(format!("cannot resolve {}", dir.display()), e))?;
-        Ok((Kb { db, dir, config }, !existed))
+        let lexical = Mutex::new(LexicalIndex::open(&dir, &db)?);
+        Ok((
+            Kb {
+                db,
+                dir,
+                config,
+                lexical,
+            },
+            !existed,
+        ))
     }
 
     /// The database folder (canonical path).
@@ -121,6 +136,7 @@ impl Kb {
             }
         }
         txn.commit()?;
+        self.index_committed_changes();
         let elapsed = elapsed_ms(start);
         for r in out.iter_mut().flatten() {
             r.elapsed_ms = elapsed;
@@ -139,6 +155,7 @@ impl Kb {
         };
         if removed {
             txn.commit()?;
+            self.index_committed_changes();
         } else {
             txn.abort()?;
         }
@@ -225,7 +242,7 @@ impl Kb {
             context_path: self.dir.display().to_string(),
             cache_stats: CacheStats {
                 content_count: t.content.len()?,
-                index_count: 0,
+                index_count: self.lexical()?.searcher().num_docs(),
             },
             sections,
             documents: t.documents.len()?,
@@ -234,10 +251,86 @@ impl Kb {
         })
     }
 
+    /// Search the knowledge base (lexical BM25F; see docs/search.md).
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
+        let (searcher, fields) = {
+            let mut lex = self.lexical()?;
+            lex.catch_up(&self.db)?;
+            lex.commit()?; // read-your-writes: commit what learn added since the last search
+            (lex.searcher(), lex.fields)
+        };
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let syn = store::synonyms::Reader::open(&txn)?;
+        search::run(req, &searcher, &fields, &t, &|w| syn.get(w))
+    }
+
+    /// Commit the lexical index now (learn leaves index commits to the next search, so bulk
+    /// learning does not commit per section). Durability does not depend on it.
+    pub fn flush_index(&self) -> Result<()> {
+        let mut lex = self.lexical()?;
+        lex.catch_up(&self.db)?;
+        lex.commit()
+    }
+
+    /// Rebuild the lexical index from the store. Returns the number of sections indexed.
+    pub fn rebuild_index(&self) -> Result<u64> {
+        self.lexical()?.rebuild(&self.db)
+    }
+
+    /// Add user synonyms: `term` and each of `synonyms` match each other at query time.
+    pub fn synonyms_add(
+        &self,
+        term: &str,
+        synonyms: &[String],
+    ) -> Result<Vec<store::synonyms::SynonymEntry>> {
+        let txn = self.begin_write()?;
+        store::synonyms::add(&txn, term, synonyms)?;
+        txn.commit()?;
+        self.synonyms_list()
+    }
+
+    /// Remove `synonyms` of `term` (all of them when empty).
+    pub fn synonyms_remove(&self, term: &str, synonyms: &[String]) -> Result<u64> {
+        let txn = self.begin_write()?;
+        let n = store::synonyms::remove(&txn, term, synonyms)?;
+        txn.commit()?;
+        Ok(n)
+    }
+
+    /// Every user synonym, by term.
+    pub fn synonyms_list(&self) -> Result<Vec<store::synonyms::SynonymEntry>> {
+        let txn = self.db.begin_read()?;
+        store::synonyms::list(&txn)
+    }
+
+    fn lexical(&self) -> Result<MutexGuard<'_, LexicalIndex>> {
+        self.lexical
+            .lock()
+            .map_err(|_| KbError::Storage("lexical index lock poisoned by an earlier panic".into()))
+    }
+
+    /// Feed committed store changes to the index writer. A failure here never fails the write
+    /// (it is durable in the store); the next search or open replays the change log.
+    fn index_committed_changes(&self) {
+        if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&self.db)) {
+            tracing::warn!("lexical index update deferred: {e}");
+        }
+    }
+
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         Ok(txn)
+    }
+}
+
+impl Drop for Kb {
+    fn drop(&mut self) {
+        // Best effort: a missing commit is replayed from the change log on the next open.
+        if let Ok(mut l) = self.lexical.lock() {
+            let _ = l.commit();
+        }
     }
 }
 

@@ -81,6 +81,23 @@ tags, replace and source; one result line is printed per input line as soon as i
         docid: Option<String>,
     },
 
+    /// Search sections (all words must match; falls back to any word)
+    #[command(after_help = "\
+Examples:
+  kbdb search \"deploy day\"
+  kbdb search parseConfigFile --type text/x-rust
+  kbdb search '\"exact phrase\" other words' --limit 5 --offset 5
+  kbdb search postgres --mode documents
+  kbdb search postgres --mode stats --format json
+  kbdb search migration --tag adr --docid adr/database --content")]
+    Search(SearchArgs),
+
+    /// Manage query-time synonyms
+    Synonyms {
+        #[command(subcommand)]
+        action: SynonymsAction,
+    },
+
     /// Show database status and counts
     Status,
 
@@ -130,4 +147,45 @@ pub struct LearnArgs {
     /// Read one JSON learn object per line of standard input
     #[arg(long, conflicts_with_all = ["content", "file", "section_type", "title", "description", "docid", "tags", "replace", "source"])]
     pub jsonl: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// The query: words, \"quoted phrases\", identifiers; any text is accepted
+    pub query: String,
+    /// sections (default), documents (grouped per document) or stats (counts)
+    #[arg(long, value_parser = ["sections", "documents", "stats"])]
+    pub mode: Option<String>,
+    /// Results per page (1-100, default 20)
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Results to skip (paging)
+    #[arg(long)]
+    pub offset: Option<usize>,
+    /// Include each section's full text
+    #[arg(long)]
+    pub content: bool,
+    /// Only sections with this tag (repeat: all of them)
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Only sections of this type
+    #[arg(long = "type", value_name = "MIME")]
+    pub section_type: Option<String>,
+    /// Only sections of this document
+    #[arg(long)]
+    pub docid: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SynonymsAction {
+    /// Make TERM and each SYNONYM match each other: `kbdb synonyms add k8s kubernetes`
+    Add {
+        term: String,
+        #[arg(required = true)]
+        synonyms: Vec<String>,
+    },
+    /// List user synonyms
+    List,
+    /// Remove synonyms of TERM (all of them when none are given)
+    Remove { term: String, synonyms: Vec<String> },
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::CommandFactory;
 use kbdb::{Kb, KbError, Retrieved};
 
-use super::args::{Cli, Command, Format};
+use super::args::{Cli, Command, Format, SearchArgs, SynonymsAction};
 use super::output::{EXIT_OK, print_json, print_text, report_error};
 
 /// Default database folder for people: `.kbdb` in the working directory.
@@ -37,6 +37,41 @@ pub fn dispatch(cli: Cli) -> i32 {
             match format {
                 Format::Json => print_json(&r, true),
                 Format::Text => print_text(&retrieved_text(&r)),
+            }
+            Ok(EXIT_OK)
+        }),
+        Command::Search(args) => Kb::open(&db).and_then(|kb| search(&kb, format, args)),
+        Command::Synonyms { action } => Kb::open(&db).and_then(|kb| {
+            match action {
+                SynonymsAction::Add { term, synonyms } => {
+                    kb.synonyms_add(&term, &synonyms)?;
+                    match format {
+                        Format::Json => {
+                            print_json(&serde_json::json!({"term": term, "added": synonyms}), false)
+                        }
+                        Format::Text => print_text(&format!("{term} = {}", synonyms.join(", "))),
+                    }
+                }
+                SynonymsAction::List => {
+                    let list = kb.synonyms_list()?;
+                    match format {
+                        Format::Json => print_json(&list, true),
+                        Format::Text => {
+                            for e in list {
+                                print_text(&format!("{}: {}", e.term, e.synonyms.join(", ")));
+                            }
+                        }
+                    }
+                }
+                SynonymsAction::Remove { term, synonyms } => {
+                    let n = kb.synonyms_remove(&term, &synonyms)?;
+                    match format {
+                        Format::Json => {
+                            print_json(&serde_json::json!({"term": term, "removed": n}), false)
+                        }
+                        Format::Text => print_text(&format!("removed {n} synonym(s) of {term}")),
+                    }
+                }
             }
             Ok(EXIT_OK)
         }),
@@ -113,4 +148,119 @@ fn retrieved_text(r: &Retrieved) -> String {
             out.trim_end().to_string()
         }
     }
+}
+
+fn search(kb: &Kb, format: Format, a: SearchArgs) -> Result<i32, KbError> {
+    let req = kbdb::SearchRequest {
+        query: a.query,
+        mode: a.mode,
+        limit: a.limit,
+        offset: a.offset,
+        content: a.content,
+        tags: a.tags,
+        section_type: a.section_type,
+        docid: a.docid,
+    };
+    let r = kb.search(&req)?;
+    if format == Format::Json {
+        print_json(&r, true);
+        return Ok(EXIT_OK);
+    }
+    let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let (open, close) = if bold {
+        ("\x1b[1m", "\x1b[0m")
+    } else {
+        ("[", "]")
+    };
+    let mut out = String::new();
+    let item_text = |i: &kbdb::SearchItem, n: usize, indent: &str| -> String {
+        let mut s = format!(
+            "{indent}{n}. {}  [{}]  {}\n",
+            i.heading.as_deref().unwrap_or("(untitled)"),
+            i.section_type,
+            i.kbid
+        );
+        if !i.docids.is_empty() {
+            s.push_str(&format!("{indent}   in {}\n", i.docids.join(", ")));
+        }
+        if !i.snippet.is_empty() {
+            s.push_str(&format!(
+                "{indent}   {}\n",
+                kbdb::search::snippet::mark(&i.snippet, &i.matched_terms, open, close)
+            ));
+        }
+        if let Some(c) = &i.content {
+            s.push_str(&format!("{indent}   ---\n{c}\n{indent}   ---\n"));
+        }
+        s
+    };
+    match &r.items {
+        kbdb::SearchItems::Sections(items) => {
+            for (n, i) in items.iter().enumerate() {
+                out.push_str(&item_text(i, r.offset + n + 1, ""));
+            }
+        }
+        kbdb::SearchItems::Documents(docs) => {
+            for (n, d) in docs.iter().enumerate() {
+                out.push_str(&format!(
+                    "{}. {}{} — {} matching section(s)\n",
+                    r.offset + n + 1,
+                    d.docid.as_deref().unwrap_or("(no document)"),
+                    d.title
+                        .as_ref()
+                        .map(|t| format!(" ({t})"))
+                        .unwrap_or_default(),
+                    d.hits
+                ));
+                for (m, i) in d.sections.iter().enumerate() {
+                    out.push_str(&item_text(i, m + 1, "    "));
+                }
+            }
+        }
+    }
+    if let Some(st) = &r.stats {
+        out.push_str(&format!("{} matching section(s)\n", r.total));
+        for (title, map) in [
+            ("type", &st.by_type),
+            ("tag", &st.by_tag),
+            ("document", &st.by_document),
+        ] {
+            if !map.is_empty() {
+                out.push_str(&format!("by {title}:\n"));
+                for (k, v) in map.iter() {
+                    out.push_str(&format!("  {v:>6}  {k}\n"));
+                }
+            }
+        }
+        out.push_str("terms (sections containing each):\n");
+        for t in &st.terms {
+            out.push_str(&format!("  {:>6}  {}\n", t.document_frequency, t.term));
+        }
+    } else {
+        let shown = r.items.len();
+        out.push_str(&format!(
+            "{}{} of {} result(s){}\n",
+            if shown > 0 {
+                format!("{}-", r.offset + 1)
+            } else {
+                String::new()
+            },
+            r.offset + shown,
+            r.total,
+            if r.has_more { " (more: --offset)" } else { "" }
+        ));
+    }
+    if r.relaxed {
+        out.push_str("note: no section has all the words; showing sections with some of them\n");
+    }
+    if let Some(h) = &r.hint
+        && !r.relaxed
+    {
+        out.push_str(&format!("hint: {h}\n"));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    print_text(out.trim_end());
+    Ok(EXIT_OK)
 }

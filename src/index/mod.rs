@@ -1,3 +1,6 @@
-//! Derived indexes. `near_dup`: MinHash/LSH for near-duplicate detection at learn time.
+//! Derived indexes: `lexical` (tantivy, replayed from the change log), its `analyzer`, and
+//! `near_dup` (MinHash/LSH for near-duplicate detection at learn time).
 
+pub mod analyzer;
+pub mod lexical;
 pub mod near_dup;

@@ -2,6 +2,7 @@
 //! gives typed access to the tables inside one transaction.
 
 pub mod migrate;
+pub mod synonyms;
 pub mod tables;
 pub mod txn;
 

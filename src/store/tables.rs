@@ -27,4 +27,7 @@ pub const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes")
 pub const MINHASH_BANDS: MultimapTableDefinition<u64, &str> =
     MultimapTableDefinition::new("minhash_bands");
 
+/// `synonyms`: lowercase term ⇒ lowercase synonym (added in both directions).
+pub const SYNONYMS: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("synonyms");
+
 pub const META_SCHEMA_VERSION: &str = "schema_version";

@@ -2,8 +2,8 @@
 //! a batch of thousands of sections does not reopen tables per row) and read helpers.
 
 use redb::{
-    MultimapTable, ReadOnlyTable, ReadTransaction, ReadableMultimapTable, ReadableTable, Table,
-    WriteTransaction,
+    MultimapTable, ReadOnlyMultimapTable, ReadOnlyTable, ReadTransaction, ReadableMultimapTable,
+    ReadableTable, Table, WriteTransaction,
 };
 
 use super::tables::*;
@@ -79,12 +79,15 @@ impl<'t> WriteTables<'t> {
     pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
         self.doc_sections.insert(docid, kbid)?;
         self.section_docs.insert(kbid, docid)?;
+        // The section's docids changed: derived indexes must re-read it.
+        self.log(ChangeKind::SectionChanged, kbid)?;
         Ok(())
     }
 
     pub fn remove_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
         self.doc_sections.remove(docid, kbid)?;
         self.section_docs.remove(kbid, docid)?;
+        self.log(ChangeKind::SectionChanged, kbid)?;
         Ok(())
     }
 
@@ -111,6 +114,7 @@ pub struct ReadTables {
     pub sections: ReadOnlyTable<&'static str, &'static [u8]>,
     pub content: ReadOnlyTable<&'static str, &'static [u8]>,
     pub documents: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub section_docs: ReadOnlyMultimapTable<&'static str, &'static str>,
     pub changes: ReadOnlyTable<u64, &'static [u8]>,
 }
 
@@ -120,6 +124,7 @@ impl ReadTables {
             sections: txn.open_table(SECTIONS)?,
             content: txn.open_table(CONTENT)?,
             documents: txn.open_table(DOCUMENTS)?,
+            section_docs: txn.open_multimap_table(SECTION_DOCS)?,
             changes: txn.open_table(CHANGES)?,
         })
     }
@@ -134,6 +139,10 @@ impl ReadTables {
 
     pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
         Ok(self.content.get(kbid)?.map(|g| g.value().to_vec()))
+    }
+
+    pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
+        multimap_values(&self.section_docs, kbid)
     }
 
     pub fn last_seq(&self) -> Result<u64> {

@@ -1,0 +1,411 @@
+//! The lexical index: tantivy, derived from the store and replayable.
+//!
+//! The store's change sequence is the clock. Each tantivy commit carries, as its payload, the
+//! last change sequence it contains; on open the index replays the change log after that point
+//! (or rebuilds from the store when the index is missing, unreadable or ahead of the store). So
+//! a crash between a store commit and an index commit never loses an acknowledged write.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+use tantivy::schema::{
+    Field, IndexRecordOption, NumericOptions, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions,
+};
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
+};
+
+use super::analyzer::{ANALYZER, analyzer};
+use crate::error::{KbError, Result};
+use crate::model::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
+use crate::store::tables::{CHANGES, CONTENT, SECTION_DOCS, SECTIONS};
+
+/// Folder of the index inside the database folder.
+pub const INDEX_DIR: &str = "index/lexical";
+const PAYLOAD_PREFIX: &str = "kbdb-lexical-v1 seq=";
+/// Memory budget of the index writer (split across its threads).
+const WRITER_MEMORY: usize = 128 * 1024 * 1024;
+
+#[derive(Clone, Copy)]
+pub struct Fields {
+    pub kbid: Field,
+    pub heading: Field,
+    pub body: Field,
+    pub code: Field,
+    pub description: Field,
+    pub tags_text: Field,
+    pub tags: Field,
+    pub section_type: Field,
+    pub docids: Field,
+    pub created_at: Field,
+}
+
+/// Per-field boosts of BM25F-style scoring (the heading counts double).
+pub const BOOST_HEADING: f32 = 2.0;
+pub const BOOST_BODY: f32 = 1.0;
+pub const BOOST_CODE: f32 = 1.0;
+pub const BOOST_DESCRIPTION: f32 = 1.0;
+pub const BOOST_TAGS: f32 = 1.5;
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        kbid: b.add_text_field("kbid", STRING | STORED),
+        heading: b.add_text_field("heading", text.clone()),
+        body: b.add_text_field("body", text.clone()),
+        code: b.add_text_field("code", text.clone()),
+        description: b.add_text_field("description", text.clone()),
+        tags_text: b.add_text_field("tags_text", text),
+        tags: b.add_text_field("tags", STRING),
+        section_type: b.add_text_field("type", STRING),
+        docids: b.add_text_field("docids", STRING),
+        created_at: b.add_i64_field(
+            "created_at",
+            NumericOptions::default().set_fast().set_indexed(),
+        ),
+    };
+    (b.build(), fields)
+}
+
+pub struct LexicalIndex {
+    path: PathBuf,
+    index: Index,
+    writer: IndexWriter,
+    reader: IndexReader,
+    pub fields: Fields,
+    /// Last change sequence applied to the writer.
+    applied_seq: u64,
+    /// Changes applied but not yet committed.
+    dirty: bool,
+}
+
+fn tantivy_err(context: &str, e: impl std::fmt::Display) -> KbError {
+    KbError::Storage(format!("lexical index: {context}: {e}"))
+}
+
+impl LexicalIndex {
+    /// Open the index of the database in `db_dir`, rebuilding it when missing or unreadable, and
+    /// replay the store's change log after its last commit.
+    pub fn open(db_dir: &Path, db: &Database) -> Result<LexicalIndex> {
+        let path = db_dir.join(INDEX_DIR);
+        let store_seq = last_seq(db)?;
+        let mut idx = match Self::open_existing(&path) {
+            Ok(Some((idx, seq))) if seq <= store_seq => {
+                let mut idx = idx;
+                idx.applied_seq = seq;
+                idx
+            }
+            Ok(found) => {
+                if found.is_some() {
+                    tracing::warn!("lexical index is ahead of the store; rebuilding it");
+                }
+                drop(found);
+                Self::rebuild_at(&path, db)?
+            }
+            Err(e) => {
+                tracing::warn!("lexical index unreadable ({e}); rebuilding it from the store");
+                Self::rebuild_at(&path, db)?
+            }
+        };
+        idx.catch_up(db)?;
+        idx.commit()?;
+        Ok(idx)
+    }
+
+    /// Ok(None) when there is no index yet.
+    fn open_existing(path: &Path) -> Result<Option<(LexicalIndex, u64)>> {
+        if !path.join("meta.json").exists() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(path).map_err(|e| tantivy_err("open", e))?;
+        let (expected, _) = schema();
+        if index.schema() != expected {
+            return Err(tantivy_err("open", "schema differs from this kbdb's"));
+        }
+        let metas = index
+            .load_metas()
+            .map_err(|e| tantivy_err("read metas", e))?;
+        let seq = metas
+            .payload
+            .as_deref()
+            .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or_else(|| tantivy_err("open", "commit payload missing or not kbdb's"))?;
+        Ok(Some((Self::with_index(path.to_path_buf(), index)?, seq)))
+    }
+
+    fn with_index(path: PathBuf, index: Index) -> Result<LexicalIndex> {
+        index.tokenizers().register(ANALYZER, analyzer());
+        let (_, fields) = schema();
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get().min(2))
+            .unwrap_or(1);
+        let writer = index
+            .writer_with_num_threads(threads, WRITER_MEMORY)
+            .map_err(|e| tantivy_err("open writer", e))?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| tantivy_err("open reader", e))?;
+        Ok(LexicalIndex {
+            path,
+            index,
+            writer,
+            reader,
+            fields,
+            applied_seq: 0,
+            dirty: false,
+        })
+    }
+
+    /// Delete the index folder and index every section of the store.
+    fn rebuild_at(path: &Path, db: &Database) -> Result<LexicalIndex> {
+        if path.exists() {
+            std::fs::remove_dir_all(path)
+                .map_err(|e| KbError::io(format!("cannot remove {}", path.display()), e))?;
+        }
+        std::fs::create_dir_all(path)
+            .map_err(|e| KbError::io(format!("cannot create {}", path.display()), e))?;
+        let (schema, _) = schema();
+        let index = Index::create_in_dir(path, schema).map_err(|e| tantivy_err("create", e))?;
+        let mut idx = Self::with_index(path.to_path_buf(), index)?;
+        idx.reindex_all(db)?;
+        Ok(idx)
+    }
+
+    /// Rebuild in place from the store (the `rebuild` operation). Returns sections indexed.
+    pub fn rebuild(&mut self, db: &Database) -> Result<u64> {
+        self.writer
+            .delete_all_documents()
+            .map_err(|e| tantivy_err("clear", e))?;
+        let n = self.reindex_all(db)?;
+        self.commit()?;
+        Ok(n)
+    }
+
+    fn reindex_all(&mut self, db: &Database) -> Result<u64> {
+        let txn = db.begin_read()?;
+        let sections = txn.open_table(SECTIONS)?;
+        let content = txn.open_table(CONTENT)?;
+        let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
+        let changes = txn.open_table(CHANGES)?;
+        let mut n = 0;
+        for row in sections.iter()? {
+            let (k, v) = row?;
+            let kbid = k.value();
+            let rec: SectionRecord = decode("sections", kbid, v.value())?;
+            let bytes = content
+                .get(kbid)?
+                .map(|g| g.value().to_vec())
+                .unwrap_or_default();
+            let docids = docids_of(&section_docs, kbid)?;
+            self.add(kbid, &rec, &bytes, &docids)?;
+            n += 1;
+        }
+        self.applied_seq = changes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
+        self.dirty = true;
+        Ok(n)
+    }
+
+    /// Apply every change after the last applied sequence (read-only on the store).
+    pub fn catch_up(&mut self, db: &Database) -> Result<()> {
+        let txn = db.begin_read()?;
+        let changes = txn.open_table(CHANGES)?;
+        let mut touched = BTreeSet::new();
+        let mut last = self.applied_seq;
+        for row in changes.range(self.applied_seq + 1..)? {
+            let (k, v) = row?;
+            let seq = k.value();
+            let c: ChangeRecord = decode("changes", &seq.to_string(), v.value())?;
+            if matches!(
+                c.kind,
+                ChangeKind::SectionAdded | ChangeKind::SectionChanged | ChangeKind::SectionRemoved
+            ) {
+                touched.insert(c.id);
+            }
+            last = seq;
+        }
+        if last == self.applied_seq {
+            return Ok(());
+        }
+        let sections = txn.open_table(SECTIONS)?;
+        let content = txn.open_table(CONTENT)?;
+        let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
+        for kbid in &touched {
+            self.writer
+                .delete_term(Term::from_field_text(self.fields.kbid, kbid));
+            if let Some(v) = sections.get(kbid.as_str())? {
+                let rec: SectionRecord = decode("sections", kbid, v.value())?;
+                let bytes = content
+                    .get(kbid.as_str())?
+                    .map(|g| g.value().to_vec())
+                    .unwrap_or_default();
+                let docids = docids_of(&section_docs, kbid)?;
+                self.add(kbid, &rec, &bytes, &docids)?;
+            }
+        }
+        self.applied_seq = last;
+        self.dirty = true;
+        Ok(())
+    }
+
+    fn add(
+        &mut self,
+        kbid: &str,
+        rec: &SectionRecord,
+        bytes: &[u8],
+        docids: &[String],
+    ) -> Result<()> {
+        let f = self.fields;
+        let created = chrono::DateTime::parse_from_rfc3339(&rec.created_at)
+            .map(|d| d.timestamp_millis())
+            .unwrap_or(0);
+        let mut d: TantivyDocument = doc!(
+            f.kbid => kbid,
+            f.section_type => rec.section_type.as_str(),
+            f.created_at => created,
+        );
+        if let Some(t) = &rec.title {
+            d.add_text(f.heading, t);
+        }
+        if let Some(t) = &rec.description {
+            d.add_text(f.description, t);
+        }
+        for t in &rec.tags {
+            d.add_text(f.tags, t);
+            d.add_text(f.tags_text, t);
+        }
+        for id in docids {
+            d.add_text(f.docids, id);
+        }
+        if !rec.section_type.starts_with("image/") {
+            let text = String::from_utf8_lossy(bytes);
+            let (body, code) = split_body_and_code(&rec.section_type, &text);
+            if !body.is_empty() {
+                d.add_text(f.body, &body);
+            }
+            if !code.is_empty() {
+                d.add_text(f.code, &code);
+            }
+        }
+        self.writer
+            .add_document(d)
+            .map_err(|e| tantivy_err("add", e))?;
+        Ok(())
+    }
+
+    /// Commit pending changes (with the applied sequence as payload) and reload the reader.
+    pub fn commit(&mut self) -> Result<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut prepared = self
+            .writer
+            .prepare_commit()
+            .map_err(|e| tantivy_err("commit", e))?;
+        prepared.set_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq));
+        prepared.commit().map_err(|e| tantivy_err("commit", e))?;
+        self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    pub fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
+    pub fn applied_seq(&self) -> u64 {
+        self.applied_seq
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn tantivy_index(&self) -> &Index {
+        &self.index
+    }
+}
+
+fn last_seq(db: &Database) -> Result<u64> {
+    let txn = db.begin_read()?;
+    let changes = txn.open_table(CHANGES)?;
+    Ok(changes.last()?.map(|(k, _)| k.value()).unwrap_or(0))
+}
+
+fn docids_of(
+    t: &impl redb::ReadableMultimapTable<&'static str, &'static str>,
+    kbid: &str,
+) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for v in t.get(kbid)? {
+        out.push(v?.value().to_string());
+    }
+    Ok(out)
+}
+
+/// Prose types whose fenced code blocks go to the `code` field; every other text type (source
+/// code, JSON, …) is code as a whole.
+pub fn is_prose_type(t: &str) -> bool {
+    matches!(
+        t,
+        "text/markdown" | "text/plain" | "text/x-markdown" | "text/html" | "text/csv" | "skill"
+    )
+}
+
+/// Split a section's text into prose and code (fenced blocks of markdown; all of it for code types).
+pub fn split_body_and_code(section_type: &str, text: &str) -> (String, String) {
+    if !is_prose_type(section_type) {
+        return (String::new(), text.to_string());
+    }
+    let mut body = String::with_capacity(text.len());
+    let mut code = String::new();
+    let mut fence: Option<(char, usize)> = None;
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let t = line.trim_start_matches(' ');
+        let run = |c: char| t.chars().take_while(|&x| x == c).count();
+        match fence {
+            None if indent <= 3 && (run('`') >= 3 || run('~') >= 3) => {
+                let c = t.chars().next().unwrap_or('`');
+                fence = Some((c, run(c)));
+            }
+            None => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            Some((c, n)) => {
+                if indent <= 3 && run(c) >= n && t.trim_end().chars().all(|x| x == c) {
+                    fence = None;
+                } else {
+                    code.push_str(line);
+                    code.push('\n');
+                }
+            }
+        }
+    }
+    (body, code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fenced_code_goes_to_the_code_field() {
+        let (b, c) =
+            split_body_and_code("text/markdown", "intro\n```rust\nfn main() {}\n```\noutro");
+        assert_eq!(b, "intro\noutro\n");
+        assert_eq!(c, "fn main() {}\n");
+        let (b, c) = split_body_and_code("text/x-rust", "fn x() {}");
+        assert_eq!((b.as_str(), c.as_str()), ("", "fn x() {}"));
+    }
+}

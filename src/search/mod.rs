@@ -1,0 +1,519 @@
+//! Search: query understanding (query.rs), AND with a relaxed OR fallback, filters, the three
+//! result modes, snippets and hints. Results are the paged envelope of the spec.
+
+pub mod query;
+pub mod snippet;
+pub mod synonyms;
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use tantivy::collector::{Count, TopDocs};
+use tantivy::query::{BooleanQuery, Occur, Query};
+use tantivy::schema::Value;
+use tantivy::{DocAddress, Searcher, TantivyDocument};
+
+use crate::error::{KbError, Result};
+use crate::index::analyzer::Normalizer;
+use crate::index::lexical::{Fields, split_body_and_code};
+use crate::store::txn::ReadTables;
+
+pub const DEFAULT_LIMIT: usize = 20;
+pub const MAX_LIMIT: usize = 100;
+/// Deepest result reachable by paging (offset + limit).
+pub const MAX_DEPTH: usize = 10_000;
+/// Most hits grouped into documents (`documents` mode) or counted (`stats` mode).
+pub const MAX_GROUPED_HITS: usize = 10_000;
+/// Most matching sections listed per document in `documents` mode.
+pub const SECTIONS_PER_DOCUMENT: usize = 10;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    /// `sections` (default), `documents` or `stats`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<usize>,
+    /// Include each section's full text.
+    #[serde(default)]
+    pub content: bool,
+    /// Only sections carrying all of these tags.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub section_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docid: Option<String>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>) -> Self {
+        SearchRequest {
+            query: query.into(),
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchItem {
+    pub kbid: String,
+    pub heading: Option<String>,
+    #[serde(rename = "type")]
+    pub section_type: String,
+    pub docids: Vec<String>,
+    pub snippet: String,
+    pub matched_terms: Vec<String>,
+    pub matched_fields: Vec<String>,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// A document in `documents` mode: its matching sections, best first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentHit {
+    /// null for sections that belong to no document.
+    pub docid: Option<String>,
+    pub title: Option<String>,
+    /// Matching sections in this document (the list holds at most 10).
+    pub hits: usize,
+    pub matched_terms: Vec<String>,
+    pub sections: Vec<SearchItem>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TermFrequency {
+    pub term: String,
+    /// Sections (in the whole knowledge base, filters ignored) that contain the term.
+    pub document_frequency: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SearchStats {
+    pub by_type: BTreeMap<String, u64>,
+    pub by_tag: BTreeMap<String, u64>,
+    pub by_document: BTreeMap<String, u64>,
+    pub terms: Vec<TermFrequency>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SearchItems {
+    Sections(Vec<SearchItem>),
+    Documents(Vec<DocumentHit>),
+}
+
+impl SearchItems {
+    /// Section items (sections mode), empty otherwise.
+    pub fn sections(&self) -> &[SearchItem] {
+        match self {
+            SearchItems::Sections(v) => v,
+            SearchItems::Documents(_) => &[],
+        }
+    }
+    pub fn len(&self) -> usize {
+        match self {
+            SearchItems::Sections(v) => v.len(),
+            SearchItems::Documents(v) => v.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The paged envelope.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SearchResponse {
+    pub items: SearchItems,
+    pub total: u64,
+    pub offset: usize,
+    pub limit: usize,
+    pub has_more: bool,
+    pub relaxed: bool,
+    pub mode: String,
+    pub search_mode: String,
+    pub retrieval_method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<SearchStats>,
+    /// Why the result is empty (or relaxed), in a sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Sections,
+    Documents,
+    Stats,
+}
+
+/// Run a search against a searcher of the lexical index and a read snapshot of the store.
+pub(crate) fn run(
+    req: &SearchRequest,
+    searcher: &Searcher,
+    fields: &Fields,
+    store: &ReadTables,
+    user_synonyms: &dyn Fn(&str) -> Vec<String>,
+) -> Result<SearchResponse> {
+    let mode = match req.mode.as_deref().map(str::trim) {
+        None | Some("") | Some("sections") => Mode::Sections,
+        Some("documents") => Mode::Documents,
+        Some("stats") => Mode::Stats,
+        Some(other) => {
+            return Err(KbError::invalid(
+                "mode",
+                format!(
+                    "'{}' is not one of sections, documents, stats",
+                    crate::text::preview(other, 30)
+                ),
+            ));
+        }
+    };
+    let limit = req.limit.unwrap_or(DEFAULT_LIMIT);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(KbError::invalid(
+            "limit",
+            format!("must be between 1 and {MAX_LIMIT} (got {limit})"),
+        ));
+    }
+    let offset = req.offset.unwrap_or(0);
+    if offset + limit > MAX_DEPTH {
+        return Err(KbError::invalid(
+            "offset",
+            format!(
+                "offset + limit must not exceed {MAX_DEPTH} (got {})",
+                offset + limit
+            ),
+        ));
+    }
+    let tags = crate::model::validate::validate_tags(&req.tags)?;
+    let section_type = match &req.section_type {
+        Some(t) => Some(crate::model::section_type::parse_type(Some(t))?.0),
+        None => None,
+    };
+    if let Some(d) = &req.docid {
+        crate::model::validate::validate_docid(d)?;
+    }
+
+    let parsed = query::parse(&req.query, user_synonyms);
+    let mut warnings = Vec::new();
+    if parsed.truncated {
+        warnings.push(format!(
+            "query_truncated: only the first {} characters and {} words were used",
+            query::MAX_QUERY_CHARS,
+            query::MAX_QUERY_PARTS
+        ));
+    }
+    let mut b = query::Builder {
+        fields,
+        norm: Normalizer::default(),
+    };
+    let part_queries: Vec<Box<dyn Query>> = parsed.parts.iter().map(|p| b.part_query(p)).collect();
+    let mut filters: Vec<Box<dyn Query>> =
+        tags.iter().map(|t| query::filter(fields.tags, t)).collect();
+    if let Some(t) = &section_type {
+        filters.push(query::filter(fields.section_type, t));
+    }
+    if let Some(d) = &req.docid {
+        filters.push(query::filter(fields.docids, d));
+    }
+    let has_filters = !filters.is_empty();
+
+    let build = |and: bool, with_filters: bool| -> Box<dyn Query> {
+        let words: Box<dyn Query> = if and {
+            Box::new(BooleanQuery::new(
+                part_queries
+                    .iter()
+                    .map(|q| (Occur::Must, q.box_clone()))
+                    .collect(),
+            ))
+        } else {
+            Box::new(BooleanQuery::new(
+                part_queries
+                    .iter()
+                    .map(|q| (Occur::Should, q.box_clone()))
+                    .collect(),
+            ))
+        };
+        let mut clauses = vec![(Occur::Must, words)];
+        if with_filters {
+            clauses.extend(filters.iter().map(|f| (Occur::Must, f.box_clone())));
+        }
+        Box::new(BooleanQuery::new(clauses))
+    };
+
+    let depth = match mode {
+        Mode::Sections => offset + limit,
+        _ => MAX_GROUPED_HITS,
+    };
+    let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
+    let mut relaxed = false;
+    let mut hint = None;
+    let (mut hits, mut total) = (Vec::new(), 0usize);
+    if !part_queries.is_empty() {
+        let and_query = build(true, true);
+        (hits, total) = searcher
+            .search(
+                &and_query,
+                &(TopDocs::with_limit(depth).order_by_score(), Count),
+            )
+            .map_err(ts)?;
+        if total == 0 && part_queries.len() > 1 {
+            let or_query = build(false, true);
+            (hits, total) = searcher
+                .search(
+                    &or_query,
+                    &(TopDocs::with_limit(depth).order_by_score(), Count),
+                )
+                .map_err(ts)?;
+            if total > 0 {
+                relaxed = true;
+                hint = Some(
+                    "no section contains all the words; these contain some of them".to_string(),
+                );
+            }
+        }
+    }
+    if total == 0 {
+        hint = Some(if part_queries.is_empty() {
+            "the query has no searchable words".to_string()
+        } else {
+            let unfiltered = searcher.search(&build(false, false), &Count).map_err(ts)?;
+            if unfiltered > 0 && has_filters {
+                format!(
+                    "{unfiltered} section(s) contain the words, but the filters (tags, type, docid) exclude all of them"
+                )
+            } else {
+                let labels: Vec<String> = parsed.parts.iter().map(|p| p.label()).collect();
+                format!("no section contains any of: {}", labels.join(", "))
+            }
+        });
+    }
+
+    // Deterministic order: score, then kbid.
+    let mut ranked: Vec<(f32, String, DocAddress)> = Vec::with_capacity(hits.len());
+    for (score, addr) in hits {
+        let d: TantivyDocument = searcher.doc(addr).map_err(ts)?;
+        let kbid = d
+            .get_first(fields.kbid)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string();
+        ranked.push((score, kbid, addr));
+    }
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+
+    // Query terms ordered by rarity (rarest first) for snippet centring.
+    let ways: Vec<(String, Vec<Vec<String>>)> = parsed
+        .parts
+        .iter()
+        .map(|p| (p.label(), b.part_terms(p)))
+        .collect();
+    let mut rare: Vec<(u64, String)> = Vec::new();
+    for (_, w) in &ways {
+        for t in w.iter().flatten() {
+            let df = searcher
+                .doc_freq(&tantivy::Term::from_field_text(fields.body, t))
+                .unwrap_or(0);
+            rare.push((df, t.clone()));
+        }
+    }
+    rare.sort();
+    let snippet_terms: Vec<String> = rare.into_iter().map(|(_, t)| t).collect();
+
+    let mut describe = |kbid: &str| -> Result<Option<SearchItem>> {
+        describe_hit(kbid, store, &ways, &snippet_terms, &mut b.norm, req.content)
+    };
+
+    let (items, total_out, stats) = match mode {
+        Mode::Sections => {
+            let mut items = Vec::new();
+            for (_, kbid, _) in ranked.iter().skip(offset).take(limit) {
+                if let Some(item) = describe(kbid)? {
+                    items.push(item);
+                }
+            }
+            (SearchItems::Sections(items), total, None)
+        }
+        Mode::Documents => {
+            // Group by document in rank order; a section in several documents counts in each.
+            let mut order: Vec<Option<String>> = Vec::new();
+            let mut groups: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
+            for (_, kbid, _) in &ranked {
+                let docs = store.docs_of(kbid)?;
+                let keys: Vec<Option<String>> = if docs.is_empty() {
+                    vec![None]
+                } else {
+                    docs.into_iter().map(Some).collect()
+                };
+                for k in keys {
+                    let g = groups.entry(k.clone()).or_default();
+                    if g.is_empty() {
+                        order.push(k);
+                    }
+                    g.push(kbid.clone());
+                }
+            }
+            let total_docs = order.len();
+            let mut out = Vec::new();
+            for key in order.into_iter().skip(offset).take(limit) {
+                let kbids = &groups[&key];
+                let mut sections = Vec::new();
+                let mut matched: Vec<String> = Vec::new();
+                for kbid in kbids.iter().take(SECTIONS_PER_DOCUMENT) {
+                    if let Some(item) = describe(kbid)? {
+                        for t in &item.matched_terms {
+                            if !matched.contains(t) {
+                                matched.push(t.clone());
+                            }
+                        }
+                        sections.push(item);
+                    }
+                }
+                let title = match &key {
+                    Some(d) => store.document(d)?.and_then(|doc| doc.title),
+                    None => None,
+                };
+                out.push(DocumentHit {
+                    docid: key,
+                    title,
+                    hits: kbids.len(),
+                    matched_terms: matched,
+                    sections,
+                });
+            }
+            (SearchItems::Documents(out), total_docs, None)
+        }
+        Mode::Stats => {
+            let mut stats = SearchStats::default();
+            for (_, kbid, _) in &ranked {
+                if let Some(rec) = store.section(kbid)? {
+                    *stats.by_type.entry(rec.section_type).or_default() += 1;
+                    for t in rec.tags {
+                        *stats.by_tag.entry(t).or_default() += 1;
+                    }
+                }
+                for d in store.docs_of(kbid)? {
+                    *stats.by_document.entry(d).or_default() += 1;
+                }
+            }
+            for (p, q) in parsed.parts.iter().zip(&part_queries) {
+                stats.terms.push(TermFrequency {
+                    term: p.label(),
+                    document_frequency: searcher.search(q.as_ref(), &Count).map_err(ts)? as u64,
+                });
+            }
+            (SearchItems::Sections(Vec::new()), total, Some(stats))
+        }
+    };
+    let has_more = match mode {
+        Mode::Stats => false,
+        _ => offset + items.len() < total_out,
+    };
+    Ok(SearchResponse {
+        items,
+        total: total_out as u64,
+        offset,
+        limit,
+        has_more,
+        relaxed,
+        mode: match mode {
+            Mode::Sections => "sections",
+            Mode::Documents => "documents",
+            Mode::Stats => "stats",
+        }
+        .to_string(),
+        search_mode: "lexical".to_string(),
+        retrieval_method: "lexical".to_string(),
+        stats,
+        hint,
+        warnings,
+    })
+}
+
+fn describe_hit(
+    kbid: &str,
+    store: &ReadTables,
+    ways: &[(String, Vec<Vec<String>>)],
+    snippet_terms: &[String],
+    norm: &mut Normalizer,
+    with_content: bool,
+) -> Result<Option<SearchItem>> {
+    let Some(rec) = store.section(kbid)? else {
+        return Ok(None); // removed after the index snapshot
+    };
+    let is_image = rec.section_type.starts_with("image/");
+    let bytes = store.content(kbid)?.unwrap_or_default();
+    let text = if is_image {
+        String::new()
+    } else {
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    let (body, code) = split_body_and_code(&rec.section_type, &text);
+    let field_terms =
+        |s: &str, norm: &mut Normalizer| -> HashSet<String> { norm.terms(s).into_iter().collect() };
+    let named = [
+        (
+            "heading",
+            field_terms(rec.title.as_deref().unwrap_or(""), norm),
+        ),
+        ("body", field_terms(&body, norm)),
+        ("code", field_terms(&code, norm)),
+    ];
+    let other: HashSet<String> = field_terms(
+        &format!(
+            "{} {}",
+            rec.description.as_deref().unwrap_or(""),
+            rec.tags.join(" ")
+        ),
+        norm,
+    );
+    let mut matched_terms = Vec::new();
+    let mut matched_fields = Vec::new();
+    for (label, alternatives) in ways {
+        let mut hit = false;
+        for (name, set) in &named {
+            if alternatives
+                .iter()
+                .any(|w| w.iter().all(|t| set.contains(t)))
+            {
+                hit = true;
+                if !matched_fields.contains(&name.to_string()) {
+                    matched_fields.push(name.to_string());
+                }
+            }
+        }
+        if hit
+            || alternatives
+                .iter()
+                .any(|w| w.iter().all(|t| other.contains(t)))
+        {
+            matched_terms.push(label.clone());
+        }
+    }
+    matched_fields.sort_by_key(|f| ["heading", "body", "code"].iter().position(|x| x == f));
+    let snippet = if is_image {
+        String::new()
+    } else {
+        snippet::snippet(&text, snippet_terms, norm)
+    };
+    Ok(Some(SearchItem {
+        kbid: kbid.to_string(),
+        heading: rec.title,
+        docids: store.docs_of(kbid)?,
+        snippet,
+        matched_terms,
+        matched_fields,
+        created_at: rec.created_at,
+        content: with_content.then(|| crate::learn::content_as_text(&rec.section_type, &bytes)),
+        section_type: rec.section_type,
+    }))
+}
