@@ -411,4 +411,27 @@ mod tests {
         );
         assert_eq!(kb.status().unwrap().sections, 1);
     }
+
+    #[test]
+    fn search_accepts_nul_and_control_characters() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        kb.learn(LearnRequest::text("null terminated strings"))
+            .unwrap();
+        for q in [
+            "\u{0}",
+            "null\u{0}terminated",
+            "\u{1b}[31m",
+            "\u{feff}strings",
+        ] {
+            let r = kb.search(&SearchRequest::new(q)).unwrap();
+            assert!(r.total <= 1, "{q:?}");
+        }
+        assert_eq!(
+            kb.search(&SearchRequest::new("null\u{0}terminated"))
+                .unwrap()
+                .total,
+            1
+        );
+    }
 }

@@ -259,21 +259,9 @@ pub(crate) fn run(
     let mut hint = None;
     let (mut hits, mut total) = (Vec::new(), 0usize);
     if !part_queries.is_empty() {
-        let and_query = build(true, true);
-        (hits, total) = searcher
-            .search(
-                &and_query,
-                &(TopDocs::with_limit(depth).order_by_score(), Count),
-            )
-            .map_err(ts)?;
+        (hits, total) = top_with_ties(searcher, build(true, true).as_ref(), depth)?;
         if total == 0 && part_queries.len() > 1 {
-            let or_query = build(false, true);
-            (hits, total) = searcher
-                .search(
-                    &or_query,
-                    &(TopDocs::with_limit(depth).order_by_score(), Count),
-                )
-                .map_err(ts)?;
+            (hits, total) = top_with_ties(searcher, build(false, true).as_ref(), depth)?;
             if total > 0 {
                 relaxed = true;
                 hint = Some(
@@ -437,6 +425,28 @@ pub(crate) fn run(
         hint,
         warnings,
     })
+}
+
+/// The top `depth` hits plus every hit tied with the last of them, so that ordering by
+/// (score, kbid) is the same whatever the page depth: paging never repeats or skips a hit.
+fn top_with_ties(
+    searcher: &Searcher,
+    q: &dyn Query,
+    depth: usize,
+) -> Result<(Vec<(f32, DocAddress)>, usize)> {
+    let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
+    let mut want = depth;
+    loop {
+        let (hits, total): (Vec<(f32, DocAddress)>, usize) = searcher
+            .search(q, &(TopDocs::with_limit(want).order_by_score(), Count))
+            .map_err(ts)?;
+        let exhausted = hits.len() < want || want >= MAX_GROUPED_HITS;
+        // More hits may share the score of the last one we must return.
+        if exhausted || hits[depth - 1].0 != hits[want - 1].0 {
+            return Ok((hits, total));
+        }
+        want = (want * 2).min(MAX_GROUPED_HITS);
+    }
 }
 
 fn describe_hit(

@@ -267,6 +267,7 @@ mod tests {
             "\"\"",
             ":::",
             "",
+            "\u{0}nul",
         ] {
             let _ = parse(q, &none);
         }
