@@ -5,7 +5,7 @@ pub mod query;
 pub mod snippet;
 pub mod synonyms;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use tantivy::collector::{Count, TopDocs};
@@ -15,7 +15,7 @@ use tantivy::{DocAddress, Searcher, TantivyDocument};
 
 use crate::error::{KbError, Result};
 use crate::index::analyzer::Normalizer;
-use crate::index::lexical::{Fields, split_body_and_code};
+use crate::index::lexical::Fields;
 use crate::store::txn::ReadTables;
 
 pub const DEFAULT_LIMIT: usize = 20;
@@ -317,8 +317,23 @@ pub(crate) fn run(
     rare.sort();
     let snippet_terms: Vec<String> = rare.into_iter().map(|(_, t)| t).collect();
 
+    let addr_of: std::collections::HashMap<&str, DocAddress> =
+        ranked.iter().map(|(_, k, a)| (k.as_str(), *a)).collect();
     let mut describe = |kbid: &str| -> Result<Option<SearchItem>> {
-        describe_hit(kbid, store, &ways, &snippet_terms, &mut b.norm, req.content)
+        let present = Presence {
+            searcher,
+            fields,
+            addr: addr_of.get(kbid).copied(),
+        };
+        describe_hit(
+            kbid,
+            store,
+            &ways,
+            &snippet_terms,
+            &mut b.norm,
+            &present,
+            req.content,
+        )
     };
 
     let (items, total_out, stats) = match mode {
@@ -449,12 +464,43 @@ fn top_with_ties(
     }
 }
 
+/// Whether a hit contains terms, answered from the index's postings (no re-tokenising of the
+/// section's text, which can be tens of kilobytes).
+struct Presence<'a> {
+    searcher: &'a Searcher,
+    fields: &'a Fields,
+    addr: Option<DocAddress>,
+}
+
+impl Presence<'_> {
+    fn has_all(&self, field: tantivy::schema::Field, terms: &[String]) -> bool {
+        let Some(addr) = self.addr else { return false };
+        let seg = self.searcher.segment_reader(addr.segment_ord);
+        let Ok(inv) = seg.inverted_index(field) else {
+            return false;
+        };
+        terms.iter().all(|t| {
+            let term = tantivy::Term::from_field_text(field, t);
+            match inv.read_postings(&term, tantivy::schema::IndexRecordOption::Basic) {
+                Ok(Some(mut p)) => {
+                    use tantivy::DocSet;
+                    // seek() requires the cursor not to be past the target already.
+                    p.doc() == addr.doc_id
+                        || (p.doc() < addr.doc_id && p.seek(addr.doc_id) == addr.doc_id)
+                }
+                _ => false,
+            }
+        })
+    }
+}
+
 fn describe_hit(
     kbid: &str,
     store: &ReadTables,
     ways: &[(String, Vec<Vec<String>>)],
     snippet_terms: &[String],
     norm: &mut Normalizer,
+    present: &Presence<'_>,
     with_content: bool,
 ) -> Result<Option<SearchItem>> {
     let Some(rec) = store.section(kbid)? else {
@@ -467,34 +513,15 @@ fn describe_hit(
     } else {
         String::from_utf8_lossy(&bytes).into_owned()
     };
-    let (body, code) = split_body_and_code(&rec.section_type, &text);
-    let field_terms =
-        |s: &str, norm: &mut Normalizer| -> HashSet<String> { norm.terms(s).into_iter().collect() };
-    let named = [
-        (
-            "heading",
-            field_terms(rec.title.as_deref().unwrap_or(""), norm),
-        ),
-        ("body", field_terms(&body, norm)),
-        ("code", field_terms(&code, norm)),
-    ];
-    let other: HashSet<String> = field_terms(
-        &format!(
-            "{} {}",
-            rec.description.as_deref().unwrap_or(""),
-            rec.tags.join(" ")
-        ),
-        norm,
-    );
+    let f = present.fields;
+    let named = [("heading", f.heading), ("body", f.body), ("code", f.code)];
+    let other = [f.description, f.tags_text];
     let mut matched_terms = Vec::new();
     let mut matched_fields = Vec::new();
     for (label, alternatives) in ways {
         let mut hit = false;
-        for (name, set) in &named {
-            if alternatives
-                .iter()
-                .any(|w| w.iter().all(|t| set.contains(t)))
-            {
+        for (name, field) in named {
+            if alternatives.iter().any(|w| present.has_all(field, w)) {
                 hit = true;
                 if !matched_fields.contains(&name.to_string()) {
                     matched_fields.push(name.to_string());
@@ -502,9 +529,9 @@ fn describe_hit(
             }
         }
         if hit
-            || alternatives
+            || other
                 .iter()
-                .any(|w| w.iter().all(|t| other.contains(t)))
+                .any(|&field| alternatives.iter().any(|w| present.has_all(field, w)))
         {
             matched_terms.push(label.clone());
         }

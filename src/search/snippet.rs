@@ -8,7 +8,19 @@ pub const SNIPPET_CHARS: usize = 150;
 /// that occurs); the start of the text when none occurs.
 pub fn snippet(text: &str, ranked: &[String], norm: &mut Normalizer) -> String {
     let mut best: Option<(usize, usize)> = None; // (rank, byte offset)
+    // Stems are (almost always) prefixes of the words they come from: only stem chunks that
+    // start like one of the terms, so long sections are scanned cheaply.
+    let heads: Vec<String> = ranked.iter().map(|t| t.chars().take(3).collect()).collect();
     'outer: for c in chunks(text) {
+        let lower = c.whole.to_lowercase();
+        let maybe = heads.iter().any(|h| lower.starts_with(h.as_str()))
+            || c.parts.iter().any(|p| {
+                let pl = p.to_lowercase();
+                heads.iter().any(|h| pl.starts_with(h.as_str()))
+            });
+        if !maybe {
+            continue;
+        }
         let mut forms = vec![norm.norm(&c.whole)];
         forms.extend(c.parts.iter().map(|p| norm.norm(p)));
         for (rank, term) in ranked.iter().enumerate() {
