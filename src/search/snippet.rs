@@ -7,47 +7,75 @@ pub const SNIPPET_CHARS: usize = 150;
 /// A snippet of `text` centred on the first occurrence of the best term (the first of `ranked`
 /// that occurs); the start of the text when none occurs.
 pub fn snippet(text: &str, ranked: &[String], norm: &mut Normalizer) -> String {
-    let mut best: Option<(usize, usize)> = None; // (rank, byte offset)
-    // Stems are (almost always) prefixes of the words they come from: only stem chunks that
-    // start like one of the terms, so long sections are scanned cheaply.
-    let heads: Vec<String> = ranked.iter().map(|t| t.chars().take(3).collect()).collect();
-    'outer: for c in chunks(text) {
-        let lower = c.whole.to_lowercase();
-        let maybe = heads.iter().any(|h| lower.starts_with(h.as_str()))
-            || c.parts.iter().any(|p| {
-                let pl = p.to_lowercase();
-                heads.iter().any(|h| pl.starts_with(h.as_str()))
-            });
-        if !maybe {
+    let centre = ranked
+        .iter()
+        .find_map(|term| first_occurrence(text, term, norm))
+        .unwrap_or(0);
+    window(text, centre, SNIPPET_CHARS)
+}
+
+/// Byte offset of the first word (or identifier) of `text` that normalises to `term`.
+/// Stems are (almost always) prefixes of their words, so only words starting like the term's
+/// first characters are stemmed: a long section is scanned at the cost of a byte comparison.
+fn first_occurrence(text: &str, term: &str, norm: &mut Normalizer) -> Option<usize> {
+    let head: Vec<char> = term.chars().take(3).collect();
+    let first = *head.first()?;
+    let mut prev: Option<char> = None;
+    for (i, c) in text.char_indices() {
+        let at_start = match prev {
+            None => true,
+            Some(p) => !p.is_alphanumeric() || (p.is_lowercase() && c.is_uppercase()),
+        };
+        prev = Some(c);
+        if !at_start || !c.to_lowercase().eq(std::iter::once(first)) {
             continue;
         }
-        let mut forms = vec![norm.norm(&c.whole)];
-        forms.extend(c.parts.iter().map(|p| norm.norm(p)));
-        for (rank, term) in ranked.iter().enumerate() {
-            if best.is_some_and(|(r, _)| r <= rank) {
-                break;
-            }
-            if forms.iter().any(|f| f == term) {
-                best = Some((rank, c.start));
-                if rank == 0 {
-                    break 'outer;
-                }
-            }
+        let rest = &text[i..];
+        if !rest
+            .chars()
+            .flat_map(char::to_lowercase)
+            .take(head.len())
+            .eq(head.iter().copied())
+        {
+            continue;
+        }
+        // The word (letters/digits) and the identifier (with joiners) that start here.
+        let word_end = rest
+            .char_indices()
+            .find(|&(j, ch)| {
+                !ch.is_alphanumeric()
+                    || (j > 0
+                        && ch.is_uppercase()
+                        && rest[..j].chars().last().is_some_and(char::is_lowercase))
+            })
+            .map(|(j, _)| j)
+            .unwrap_or(rest.len());
+        if norm.norm(&rest[..word_end]) == term {
+            return Some(i);
+        }
+        let mut cap = rest.len().min(256);
+        while !rest.is_char_boundary(cap) {
+            cap -= 1;
+        }
+        if let Some(c) = chunks(&rest[..cap]).first()
+            && c.start == 0
+            && norm.norm(&c.whole) == term
+        {
+            return Some(i);
         }
     }
-    let centre = best.map(|(_, off)| off).unwrap_or(0);
-    window(text, centre, SNIPPET_CHARS)
+    None
 }
 
 /// `width` characters of `text` around byte offset `centre`, whitespace collapsed, with `…`
 /// where text was cut.
 fn window(text: &str, centre: usize, width: usize) -> String {
-    let before: Vec<(usize, char)> = text[..centre].char_indices().collect();
-    let start = if before.len() > width / 3 {
-        before[before.len() - width / 3].0
-    } else {
-        0
-    };
+    let start = text[..centre]
+        .char_indices()
+        .rev()
+        .nth(width / 3 - 1)
+        .map(|(i, _)| i)
+        .unwrap_or(0);
     let mut out = String::new();
     if start > 0 {
         out.push('…');
@@ -115,6 +143,15 @@ mod tests {
         assert!(s.contains("needle"));
         assert!(s.starts_with('…') && s.ends_with('…'));
         assert!(s.chars().count() <= SNIPPET_CHARS + 2);
+    }
+
+    #[test]
+    fn identifiers_next_to_multibyte_characters_do_not_split_them() {
+        let mut n = Normalizer::default();
+        let text = format!("{}├── std::fs::read", "x".repeat(250));
+        let terms = [n.norm("std::fs::read"), n.norm("xxxx")];
+        let _ = snippet(&format!("x{}", "─".repeat(200)), &terms, &mut n);
+        assert!(snippet(&text, &terms[..1], &mut n).contains("std::fs::read"));
     }
 
     #[test]
