@@ -540,7 +540,16 @@ fn describe_hit(
     let snippet = if is_image {
         String::new()
     } else {
-        snippet::snippet(&text, snippet_terms, norm)
+        // Only terms this section's text contains (known from the index) are looked for.
+        let in_text: Vec<String> = snippet_terms
+            .iter()
+            .filter(|t| {
+                let one = std::slice::from_ref(*t);
+                present.has_all(f.body, one) || present.has_all(f.code, one)
+            })
+            .cloned()
+            .collect();
+        snippet::snippet(&text, &in_text, norm)
     };
     Ok(Some(SearchItem {
         kbid: kbid.to_string(),

@@ -20,14 +20,30 @@ pub fn snippet(text: &str, ranked: &[String], norm: &mut Normalizer) -> String {
 fn first_occurrence(text: &str, term: &str, norm: &mut Normalizer) -> Option<usize> {
     let head: Vec<char> = term.chars().take(3).collect();
     let first = *head.first()?;
-    let mut prev: Option<char> = None;
-    for (i, c) in text.char_indices() {
-        let at_start = match prev {
+    let lower_first: Vec<char> = std::iter::once(first).collect();
+    let candidates: Box<dyn Iterator<Item = usize>> = if first.is_ascii() {
+        // Fast path: a byte scan (an ASCII byte is always a char boundary).
+        let (lo, up) = (first as u8, first.to_ascii_uppercase() as u8);
+        Box::new(
+            text.bytes()
+                .enumerate()
+                .filter(move |&(_, b)| b == lo || b == up)
+                .map(|(i, _)| i),
+        )
+    } else {
+        Box::new(
+            text.char_indices()
+                .filter(move |(_, c)| c.to_lowercase().eq(lower_first.iter().copied()))
+                .map(|(i, _)| i),
+        )
+    };
+    for i in candidates {
+        let c = text[i..].chars().next().unwrap_or(' ');
+        let at_start = match text[..i].chars().next_back() {
             None => true,
             Some(p) => !p.is_alphanumeric() || (p.is_lowercase() && c.is_uppercase()),
         };
-        prev = Some(c);
-        if !at_start || !c.to_lowercase().eq(std::iter::once(first)) {
+        if !at_start {
             continue;
         }
         let rest = &text[i..];
