@@ -5,6 +5,7 @@
 
 mod m0001_initial;
 mod m0002_synonyms;
+mod m0003_minhash_oph;
 
 use redb::WriteTransaction;
 
@@ -26,5 +27,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "synonyms",
         apply: m0002_synonyms::apply,
+    },
+    Migration {
+        version: 3,
+        name: "minhash_oph",
+        apply: m0003_minhash_oph::apply,
     },
 ];

@@ -1,7 +1,7 @@
 //! `learn`: validation of a request into a prepared section, then applying it inside a write
 //! transaction (dedup, attach, supersession by source key, near-duplicates, change log).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 use redb::ReadableMultimapTable;
 
@@ -197,6 +197,14 @@ pub(crate) fn content_as_text(section_type: &str, bytes: &[u8]) -> String {
 
 /// MinHash band keys of a text section's content (None for images).
 pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<[u64; near_dup::BANDS]> {
+    shingles_and_bands(section_type, bytes).map(|(_, k)| k)
+}
+
+/// The shingles of a text section and their band keys (None for images and empty text).
+fn shingles_and_bands(
+    section_type: &str,
+    bytes: &[u8],
+) -> Option<(shingles::ShingleSet, [u64; near_dup::BANDS])> {
     if section_type.starts_with("image/") {
         return None;
     }
@@ -204,7 +212,8 @@ pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<[u64; nea
     if sh.is_empty() {
         return None;
     }
-    Some(near_dup::band_keys(&near_dup::signature(&sh)))
+    let keys = near_dup::band_keys(&near_dup::signature(&sh));
+    Some((sh, keys))
 }
 
 pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult> {
@@ -254,8 +263,8 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         None => {
             indexed_terms_count = p.terms_count;
             created_at = t.now().to_string();
-            if let Some(keys) = band_keys_of(&p.section_type, &p.bytes) {
-                near_duplicates = find_near_duplicates(t, &p, &keys)?;
+            if let Some((mine, keys)) = shingles_and_bands(&p.section_type, &p.bytes) {
+                near_duplicates = find_near_duplicates(t, &p, &mine, &keys)?;
                 for k in keys {
                     t.minhash_bands.insert(k, p.kbid.as_str())?;
                 }
@@ -327,6 +336,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
 fn find_near_duplicates(
     t: &WriteTables<'_>,
     p: &Prepared,
+    mine: &shingles::ShingleSet,
     keys: &[u64; near_dup::BANDS],
 ) -> Result<Vec<NearDuplicate>> {
     let mut candidates: BTreeSet<String> = BTreeSet::new();
@@ -344,15 +354,13 @@ fn find_near_duplicates(
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let mine: HashSet<u64> =
-        shingles::shingle_hashes(std::str::from_utf8(&p.bytes).unwrap_or_default());
     let mut out = Vec::new();
     for c in candidates {
         let Some(bytes) = t.content(&c)? else {
             continue;
         };
         let theirs = shingles::shingle_hashes(&String::from_utf8_lossy(&bytes));
-        let sim = shingles::jaccard(&mine, &theirs);
+        let sim = shingles::jaccard(mine, &theirs);
         if sim >= near_dup::THRESHOLD {
             out.push(NearDuplicate {
                 kbid: c,

@@ -434,4 +434,40 @@ mod tests {
             1
         );
     }
+
+    #[test]
+    fn migration_3_rebuilds_near_duplicate_bands() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let text = "one two three four five six seven";
+        let original = kb.learn(LearnRequest::text(text)).unwrap().kbid;
+        drop(kb);
+        {
+            // Pretend the database predates migration 3 and holds stale band keys.
+            let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(META_SCHEMA_VERSION, 2u32.to_le_bytes().as_slice())
+                    .unwrap();
+                let mut bands = txn.open_multimap_table(MINHASH_BANDS).unwrap();
+                bands.insert(42u64, "stale").unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.status().unwrap().schema_version, 3);
+        assert_eq!(rows(&kb)[2], 16, "only the fresh band keys remain");
+        // Learning a near copy finds the original through the rebuilt bands.
+        let r = kb
+            .learn(LearnRequest::text(format!("{text} eight")))
+            .unwrap();
+        assert!(r.near_duplicates.is_empty(), "4/6 shingles shared < 0.85");
+        let r = kb.learn(LearnRequest::text(format!("{text} ."))).unwrap();
+        assert_eq!(
+            r.near_duplicates[0].kbid, original,
+            "same words, other bytes: found via the bands"
+        );
+        assert_eq!(r.near_duplicates[0].similarity, 1.0);
+    }
 }

@@ -1,11 +1,9 @@
-//! Near-duplicate detection without scanning the corpus: MinHash signatures over word
+//! Near-duplicate detection without scanning the corpus: one-permutation MinHash over word
 //! 3-shingles, banded for locality-sensitive hashing. Sections that share a band are candidates;
 //! their exact Jaccard similarity decides. With 16 bands of 4 rows, a pair at Jaccard 0.85 is a
 //! candidate with probability 1 - (1 - 0.85^4)^16 ≈ 0.99998.
 
-use std::collections::HashSet;
-
-use crate::text::shingles::mix64;
+use crate::text::shingles::{ShingleSet, mix64};
 
 pub const HASHES: usize = 64;
 pub const BANDS: usize = 16;
@@ -16,14 +14,31 @@ pub const THRESHOLD: f64 = 0.85;
 /// corpora where thousands of sections share a band).
 pub const MAX_CANDIDATES: usize = 64;
 
-pub fn signature(shingles: &HashSet<u64>) -> [u64; HASHES] {
-    let mut sig = [u64::MAX; HASHES];
-    for &s in shingles {
-        for (i, slot) in sig.iter_mut().enumerate() {
-            let h = mix64(s ^ SEEDS[i]);
-            if h < *slot {
-                *slot = h;
+/// One-permutation MinHash: one hash per shingle, its top 6 bits pick one of 64 bins, each bin
+/// keeps its minimum; empty bins borrow the next non-empty bin's value (rotation densification),
+/// so the signature stays comparable for short texts.
+pub fn signature(shingles: &ShingleSet) -> [u64; HASHES] {
+    const EMPTY: u64 = u64::MAX;
+    let mut sig = [EMPTY; HASHES];
+    for &s in &shingles.0 {
+        let h = mix64(s ^ SEEDS[0]);
+        let bin = (h >> 58) as usize;
+        let v = h & ((1 << 58) - 1);
+        if v < sig[bin] {
+            sig[bin] = v;
+        }
+    }
+    if sig.iter().all(|&v| v == EMPTY) {
+        return sig;
+    }
+    let raw = sig;
+    for (i, slot) in sig.iter_mut().enumerate() {
+        if raw[i] == EMPTY {
+            let mut d = 1;
+            while raw[(i + d) % HASHES] == EMPTY {
+                d += 1;
             }
+            *slot = mix64(raw[(i + d) % HASHES] ^ SEEDS[d % HASHES]);
         }
     }
     sig

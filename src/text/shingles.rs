@@ -1,7 +1,5 @@
 //! Word tokens and word shingles, used for term counts and near-duplicate detection.
 
-use std::collections::HashSet;
-
 /// Lowercased alphanumeric word tokens.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
@@ -9,36 +7,88 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(|w| w.to_lowercase())
 }
 
+/// 64-bit hashes of the lowercased words of `text`, in order, without allocating per word.
+pub fn word_hashes(text: &str) -> impl Iterator<Item = u64> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut h = 0xcbf2_9ce4_8422_2325u64;
+            let mut eat = |b: u8| {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            };
+            if w.is_ascii() {
+                w.bytes().for_each(|b| eat(b.to_ascii_lowercase()));
+            } else {
+                let mut buf = [0u8; 4];
+                for c in w.chars().flat_map(char::to_lowercase) {
+                    c.encode_utf8(&mut buf).bytes().for_each(&mut eat);
+                }
+            }
+            h
+        })
+}
+
 /// Number of distinct word tokens.
 pub fn distinct_terms(text: &str) -> usize {
-    words(text).collect::<HashSet<_>>().len()
+    let mut hs: Vec<u64> = word_hashes(text).collect();
+    hs.sort_unstable();
+    hs.dedup();
+    hs.len()
 }
 
 /// Shingle width in words.
 pub const SHINGLE_WORDS: usize = 3;
 
+/// A set of shingle hashes, sorted and de-duplicated.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ShingleSet(pub Vec<u64>);
+
+impl ShingleSet {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// Hashes of the word 3-shingles of `text` (one shingle of all words when there are fewer).
-pub fn shingle_hashes(text: &str) -> HashSet<u64> {
-    let ws: Vec<u64> = words(text).map(|w| fnv1a(w.as_bytes())).collect();
+pub fn shingle_hashes(text: &str) -> ShingleSet {
+    let ws: Vec<u64> = word_hashes(text).collect();
     let k = SHINGLE_WORDS.min(ws.len());
     if k == 0 {
-        return HashSet::new();
+        return ShingleSet::default();
     }
-    ws.windows(k)
+    let mut v: Vec<u64> = ws
+        .windows(k)
         .map(|win| {
             win.iter()
                 .fold(0xcbf2_9ce4_8422_2325u64, |h, w| mix64(h ^ w))
         })
-        .collect()
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    ShingleSet(v)
 }
 
-/// Jaccard similarity of two sets.
-pub fn jaccard(a: &HashSet<u64>, b: &HashSet<u64>) -> f64 {
+/// Jaccard similarity of two sets (a merge of the sorted hashes).
+pub fn jaccard(a: &ShingleSet, b: &ShingleSet) -> f64 {
     if a.is_empty() && b.is_empty() {
         return 1.0;
     }
-    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
-    let inter = small.iter().filter(|x| large.contains(x)).count();
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.0.len() && j < b.0.len() {
+        match a.0[i].cmp(&b.0[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
     inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
