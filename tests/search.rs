@@ -489,3 +489,19 @@ fn a_deleted_or_corrupt_index_is_rebuilt_on_open() {
     assert_eq!(search(&db, &["deploy"]), before);
     assert_eq!(db.status()["cacheStats"]["indexCount"], 6);
 }
+
+#[test]
+fn words_close_together_outrank_words_far_apart() {
+    let db = TestDb::new();
+    let filler = "lorem ipsum dolor sit amet ".repeat(6);
+    let far = db.learn(&[&format!("alpha {filler} omega")]);
+    let near = db.learn(&[&format!("alpha omega {filler}")]);
+    let r = search(&db, &["alpha omega"]);
+    assert_eq!(
+        kbids(&r),
+        vec![
+            near["kbid"].as_str().unwrap(),
+            far["kbid"].as_str().unwrap()
+        ]
+    );
+}

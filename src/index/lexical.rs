@@ -288,7 +288,9 @@ impl LexicalIndex {
         }
         if !rec.section_type.starts_with("image/") {
             let text = String::from_utf8_lossy(bytes);
-            let (body, code) = split_body_and_code(&rec.section_type, &text);
+            // The heading line is indexed once, in `heading`, not again in `body`.
+            let text = strip_heading_line(&text, rec.title.as_deref());
+            let (body, code) = split_body_and_code(&rec.section_type, text);
             if !body.is_empty() {
                 d.add_text(f.body, &body);
             }
@@ -352,6 +354,19 @@ fn docids_of(
     Ok(out)
 }
 
+/// `text` without its first line when that line is an ATX heading whose text is `title`.
+pub fn strip_heading_line<'a>(text: &'a str, title: Option<&str>) -> &'a str {
+    let Some(title) = title else { return text };
+    let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let line = first.trim_start();
+    let hashes = line.bytes().take_while(|&b| b == b'#').count();
+    if (1..=6).contains(&hashes) && line[hashes..].trim().trim_end_matches('#').trim() == title {
+        rest
+    } else {
+        text
+    }
+}
+
 /// Prose types whose fenced code blocks go to the `code` field; every other text type (source
 /// code, JSON, …) is code as a whole.
 pub fn is_prose_type(t: &str) -> bool {
@@ -398,6 +413,20 @@ pub fn split_body_and_code(section_type: &str, text: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heading_line_is_not_body_text() {
+        assert_eq!(
+            strip_heading_line("## Title ##\nbody", Some("Title")),
+            "body"
+        );
+        assert_eq!(
+            strip_heading_line("## Other\nbody", Some("Title")),
+            "## Other\nbody"
+        );
+        assert_eq!(strip_heading_line("# Title", Some("Title")), "");
+        assert_eq!(strip_heading_line("# Title\nbody", None), "# Title\nbody");
+    }
 
     #[test]
     fn fenced_code_goes_to_the_code_field() {

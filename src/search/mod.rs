@@ -227,6 +227,7 @@ pub(crate) fn run(
     }
     let has_filters = !filters.is_empty();
 
+    let proximity = b.proximity_query(&parsed.parts);
     let build = |and: bool, with_filters: bool| -> Box<dyn Query> {
         let words: Box<dyn Query> = if and {
             Box::new(BooleanQuery::new(
@@ -244,6 +245,9 @@ pub(crate) fn run(
             ))
         };
         let mut clauses = vec![(Occur::Must, words)];
+        if let Some(p) = &proximity {
+            clauses.push((Occur::Should, p.box_clone()));
+        }
         if with_filters {
             clauses.extend(filters.iter().map(|f| (Occur::Must, f.box_clone())));
         }
