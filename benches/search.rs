@@ -57,6 +57,9 @@ struct Args {
     k: usize,
     repeat: usize,
     batch: usize,
+    /// Reuse an existing database: no ingest (for profiling queries; src_in_topk and runs
+    /// then have no section ids).
+    reuse_db: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
         k: 10,
         repeat: 3,
         batch: 10_000,
+        reuse_db: false,
     };
     let mut db = None;
     while let Some(flag) = it.next() {
@@ -106,6 +110,7 @@ fn parse_args() -> Result<Args, String> {
             "--k" => a.k = number(value()?)?.max(1),
             "--repeat" => a.repeat = number(value()?)?.max(1),
             "--batch" => a.batch = number(value()?)?.max(1),
+            "--reuse-db" => a.reuse_db = true,
             _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
         }
     }
@@ -719,11 +724,41 @@ fn run(a: &Args) -> Result<Value, BoxError> {
         "section_bytes": secs.iter().map(|s| s.text.len()).sum::<usize>(),
     });
 
+    let (kb, map) = if a.reuse_db {
+        (Kb::open(&a.db)?, KbidMap::new())
+    } else {
+        ingest_all(a, &secs, &mut res)?
+    };
+
+    if let Some(p) = &a.queries {
+        res["latency_queries"] = json!(p.display().to_string());
+        res["latency"] = latency(&kb, &read_queries(p)?, &map, &secs, a.k, a.repeat)?;
+    }
+    if let Some(p) = &a.eval_queries {
+        res["eval_queries"] = json!(p.display().to_string());
+        res["quality_run"] = quality_run(
+            &kb,
+            &read_queries(p)?,
+            &map,
+            &secs,
+            a.k,
+            a.run_out.as_deref(),
+        )?;
+    }
+    res["rss_mb"]["after_queries"] = rss_mb();
+    drop(kb);
+    // After close: the live size above includes tantivy segments still being merged.
+    res["ingest_bulk"]["db_bytes_closed"] = json!(dir_bytes(&a.db));
+    res["loadavg_end"] = loadavg();
+    Ok(res)
+}
+
+fn ingest_all(a: &Args, secs: &[Section], res: &mut Value) -> Result<(Kb, KbidMap), BoxError> {
     // Bulk ingest into a fresh database.
     remove_dir(&a.db)?;
     let (kb, _) = Kb::open_or_create(&a.db)?;
     let mut map = KbidMap::new();
-    let bulk = ingest_bulk(&kb, &secs, a.batch, &mut map)?;
+    let bulk = ingest_bulk(&kb, secs, a.batch, &mut map)?;
     let ingested: usize = map.values().map(Vec::len).sum();
     // `sections` (the key summarize.py reads) = section occurrences ingested.
     res["sections"] = json!(ingested);
@@ -763,27 +798,7 @@ fn run(a: &Args) -> Result<Value, BoxError> {
         eprintln!("{}", json!({"ingest_durable": res["ingest_durable"]}));
     }
 
-    if let Some(p) = &a.queries {
-        res["latency_queries"] = json!(p.display().to_string());
-        res["latency"] = latency(&kb, &read_queries(p)?, &map, &secs, a.k, a.repeat)?;
-    }
-    if let Some(p) = &a.eval_queries {
-        res["eval_queries"] = json!(p.display().to_string());
-        res["quality_run"] = quality_run(
-            &kb,
-            &read_queries(p)?,
-            &map,
-            &secs,
-            a.k,
-            a.run_out.as_deref(),
-        )?;
-    }
-    res["rss_mb"]["after_queries"] = rss_mb();
-    drop(kb);
-    // After close: the live size above includes tantivy segments still being merged.
-    res["ingest_bulk"]["db_bytes_closed"] = json!(dir_bytes(&a.db));
-    res["loadavg_end"] = loadavg();
-    Ok(res)
+    Ok((kb, map))
 }
 
 fn table(r: &Value) -> String {

@@ -228,7 +228,9 @@ pub(crate) fn run(
     let has_filters = !filters.is_empty();
 
     let proximity = b.proximity_query(&parsed.parts);
-    let build = |and: bool, with_filters: bool| -> Box<dyn Query> {
+    // `scored`: with the proximity bonus (ranking); without it the query matches the same
+    // sections and is cheaper to count.
+    let build_scored = |and: bool, with_filters: bool, scored: bool| -> Box<dyn Query> {
         let words: Box<dyn Query> = if and {
             Box::new(BooleanQuery::new(
                 part_queries
@@ -245,7 +247,7 @@ pub(crate) fn run(
             ))
         };
         let mut clauses = vec![(Occur::Must, words)];
-        if let Some(p) = &proximity {
+        if let Some(p) = proximity.as_ref().filter(|_| scored) {
             clauses.push((Occur::Should, p.box_clone()));
         }
         if with_filters {
@@ -253,6 +255,7 @@ pub(crate) fn run(
         }
         Box::new(BooleanQuery::new(clauses))
     };
+    let build = |and: bool, with_filters: bool| build_scored(and, with_filters, false);
 
     let depth = match mode {
         Mode::Sections => offset + limit,
@@ -263,9 +266,19 @@ pub(crate) fn run(
     let mut hint = None;
     let (mut hits, mut total) = (Vec::new(), 0usize);
     if !part_queries.is_empty() {
-        (hits, total) = top_with_ties(searcher, build(true, true).as_ref(), depth)?;
+        (hits, total) = top_with_ties(
+            searcher,
+            build_scored(true, true, true).as_ref(),
+            build(true, true).as_ref(),
+            depth,
+        )?;
         if total == 0 && part_queries.len() > 1 {
-            (hits, total) = top_with_ties(searcher, build(false, true).as_ref(), depth)?;
+            (hits, total) = top_with_ties(
+                searcher,
+                build_scored(false, true, true).as_ref(),
+                build(false, true).as_ref(),
+                depth,
+            )?;
             if total > 0 {
                 relaxed = true;
                 hint = Some(
@@ -450,18 +463,26 @@ pub(crate) fn run(
 /// (score, kbid) is the same whatever the page depth: paging never repeats or skips a hit.
 fn top_with_ties(
     searcher: &Searcher,
-    q: &dyn Query,
+    scored: &dyn Query,
+    matching: &dyn Query,
     depth: usize,
 ) -> Result<(Vec<(f32, DocAddress)>, usize)> {
     let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
     let mut want = depth;
     loop {
-        let (hits, total): (Vec<(f32, DocAddress)>, usize) = searcher
-            .search(q, &(TopDocs::with_limit(want).order_by_score(), Count))
+        // Top-k alone lets tantivy skip blocks that cannot enter the top; the total is then
+        // counted without scoring, and only when the top-k did not already see every hit.
+        let hits: Vec<(f32, DocAddress)> = searcher
+            .search(scored, &TopDocs::with_limit(want).order_by_score())
             .map_err(ts)?;
         let exhausted = hits.len() < want || want >= MAX_GROUPED_HITS;
         // More hits may share the score of the last one we must return.
         if exhausted || hits[depth - 1].0 != hits[want - 1].0 {
+            let total = if hits.len() < want {
+                hits.len()
+            } else {
+                searcher.search(matching, &Count).map_err(ts)?
+            };
             return Ok((hits, total));
         }
         want = (want * 2).min(MAX_GROUPED_HITS);
