@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use tantivy::schema::{
-    Field, IndexRecordOption, NumericOptions, STORED, STRING, Schema, TextFieldIndexing,
+    FAST, Field, IndexRecordOption, NumericOptions, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions,
 };
 use tantivy::{
@@ -31,6 +31,8 @@ const WRITER_MEMORY: usize = 128 * 1024 * 1024;
 #[derive(Clone, Copy)]
 pub struct Fields {
     pub kbid: Field,
+    /// A hash of the kbid, the deterministic tie-breaker of equal scores.
+    pub kbid_key: Field,
     pub heading: Field,
     pub body: Field,
     pub code: Field,
@@ -58,6 +60,7 @@ fn schema() -> (Schema, Fields) {
     );
     let fields = Fields {
         kbid: b.add_text_field("kbid", STRING | STORED),
+        kbid_key: b.add_u64_field("kbid_key", FAST),
         heading: b.add_text_field("heading", text.clone()),
         body: b.add_text_field("body", text.clone()),
         code: b.add_text_field("code", text.clone()),
@@ -270,6 +273,7 @@ impl LexicalIndex {
             .unwrap_or(0);
         let mut d: TantivyDocument = doc!(
             f.kbid => kbid,
+            f.kbid_key => kbid_key(kbid),
             f.section_type => rec.section_type.as_str(),
             f.created_at => created,
         );
@@ -335,6 +339,11 @@ impl LexicalIndex {
     pub fn tantivy_index(&self) -> &Index {
         &self.index
     }
+}
+
+/// The tie-breaking key of a kbid.
+pub fn kbid_key(kbid: &str) -> u64 {
+    crate::text::shingles::fnv1a(kbid.as_bytes())
 }
 
 fn last_seq(db: &Database) -> Result<u64> {

@@ -24,6 +24,8 @@ pub const MAX_LIMIT: usize = 100;
 pub const MAX_DEPTH: usize = 10_000;
 /// Most hits grouped into documents (`documents` mode) or counted (`stats` mode).
 pub const MAX_GROUPED_HITS: usize = 10_000;
+/// Hits at the top of the ranking that the proximity bonus may reorder.
+pub const RERANK_WINDOW: usize = 30;
 /// Most matching sections listed per document in `documents` mode.
 pub const SECTIONS_PER_DOCUMENT: usize = 10;
 
@@ -228,9 +230,7 @@ pub(crate) fn run(
     let has_filters = !filters.is_empty();
 
     let proximity = b.proximity_query(&parsed.parts);
-    // `scored`: with the proximity bonus (ranking); without it the query matches the same
-    // sections and is cheaper to count.
-    let build_scored = |and: bool, with_filters: bool, scored: bool| -> Box<dyn Query> {
+    let build = |and: bool, with_filters: bool| -> Box<dyn Query> {
         let words: Box<dyn Query> = if and {
             Box::new(BooleanQuery::new(
                 part_queries
@@ -247,17 +247,14 @@ pub(crate) fn run(
             ))
         };
         let mut clauses = vec![(Occur::Must, words)];
-        if let Some(p) = proximity.as_ref().filter(|_| scored) {
-            clauses.push((Occur::Should, p.box_clone()));
-        }
         if with_filters {
             clauses.extend(filters.iter().map(|f| (Occur::Must, f.box_clone())));
         }
         Box::new(BooleanQuery::new(clauses))
     };
-    let build = |and: bool, with_filters: bool| build_scored(and, with_filters, false);
 
     let depth = match mode {
+        Mode::Sections if proximity.is_some() => (offset + limit).max(RERANK_WINDOW),
         Mode::Sections => offset + limit,
         _ => MAX_GROUPED_HITS,
     };
@@ -266,19 +263,9 @@ pub(crate) fn run(
     let mut hint = None;
     let (mut hits, mut total) = (Vec::new(), 0usize);
     if !part_queries.is_empty() {
-        (hits, total) = top_with_ties(
-            searcher,
-            build_scored(true, true, true).as_ref(),
-            build(true, true).as_ref(),
-            depth,
-        )?;
+        (hits, total) = top_with_ties(searcher, build(true, true).as_ref(), depth)?;
         if total == 0 && part_queries.len() > 1 {
-            (hits, total) = top_with_ties(
-                searcher,
-                build_scored(false, true, true).as_ref(),
-                build(false, true).as_ref(),
-                depth,
-            )?;
+            (hits, total) = top_with_ties(searcher, build(false, true).as_ref(), depth)?;
             if total > 0 {
                 relaxed = true;
                 hint = Some(
@@ -304,17 +291,58 @@ pub(crate) fn run(
     }
 
     // Deterministic order: score, then kbid.
-    let mut ranked: Vec<(f32, String, DocAddress)> = Vec::with_capacity(hits.len());
+    // Deterministic order: score, then a hash of the kbid (a fast field: no document-store
+    // reads for hits that are not shown).
+    let mut key_columns: std::collections::HashMap<u32, tantivy::columnar::Column<u64>> =
+        std::collections::HashMap::new();
+    let mut keyed: Vec<(f32, u64, DocAddress)> = Vec::with_capacity(hits.len());
     for (score, addr) in hits {
-        let d: TantivyDocument = searcher.doc(addr).map_err(ts)?;
-        let kbid = d
-            .get_first(fields.kbid)
-            .and_then(|v| v.as_str())
-            .unwrap_or_default()
-            .to_string();
+        let col = match key_columns.entry(addr.segment_ord) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(
+                searcher
+                    .segment_reader(addr.segment_ord)
+                    .fast_fields()
+                    .u64("kbid_key")
+                    .map_err(ts)?,
+            ),
+        };
+        keyed.push((score, col.first(addr.doc_id).unwrap_or(0), addr));
+    }
+    let order = |a: &(f32, u64, DocAddress), b: &(f32, u64, DocAddress)| {
+        b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1))
+    };
+    keyed.sort_by(order);
+    // Proximity: the first RERANK_WINDOW hits earn a bonus when their words stand close
+    // together. Scoring only these (not every match) keeps it cheap; the window is fixed, so
+    // pages agree with each other whatever their depth.
+    if let Some(p) = &proximity {
+        let window = keyed.len().min(RERANK_WINDOW);
+        let addrs: Vec<DocAddress> = keyed[..window].iter().map(|h| h.2).collect();
+        let bonus = scores_of(searcher, p.as_ref(), &addrs)?;
+        for h in keyed[..window].iter_mut() {
+            h.0 += bonus.get(&h.2).copied().unwrap_or(0.0);
+        }
+        keyed[..window].sort_by(order);
+    }
+    // kbids (from the document store) only for the hits this response shows or groups.
+    let needed = match mode {
+        Mode::Sections => offset..offset + limit,
+        _ => 0..keyed.len(),
+    };
+    let mut ranked: Vec<(f32, String, DocAddress)> = Vec::with_capacity(keyed.len());
+    for (i, (score, _, addr)) in keyed.into_iter().enumerate() {
+        let kbid = if needed.contains(&i) {
+            let d: TantivyDocument = searcher.doc(addr).map_err(ts)?;
+            d.get_first(fields.kbid)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_string()
+        } else {
+            String::new()
+        };
         ranked.push((score, kbid, addr));
     }
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
 
     // Query terms ordered by rarity (rarest first) for snippet centring.
     let ways: Vec<(String, Vec<Vec<String>>)> = parsed
@@ -463,30 +491,58 @@ pub(crate) fn run(
 /// (score, kbid) is the same whatever the page depth: paging never repeats or skips a hit.
 fn top_with_ties(
     searcher: &Searcher,
-    scored: &dyn Query,
-    matching: &dyn Query,
+    q: &dyn Query,
     depth: usize,
 ) -> Result<(Vec<(f32, DocAddress)>, usize)> {
     let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
     let mut want = depth;
     loop {
-        // Top-k alone lets tantivy skip blocks that cannot enter the top; the total is then
-        // counted without scoring, and only when the top-k did not already see every hit.
-        let hits: Vec<(f32, DocAddress)> = searcher
-            .search(scored, &TopDocs::with_limit(want).order_by_score())
+        let (hits, total): (Vec<(f32, DocAddress)>, usize) = searcher
+            .search(q, &(TopDocs::with_limit(want).order_by_score(), Count))
             .map_err(ts)?;
         let exhausted = hits.len() < want || want >= MAX_GROUPED_HITS;
         // More hits may share the score of the last one we must return.
         if exhausted || hits[depth - 1].0 != hits[want - 1].0 {
-            let total = if hits.len() < want {
-                hits.len()
-            } else {
-                searcher.search(matching, &Count).map_err(ts)?
-            };
             return Ok((hits, total));
         }
         want = (want * 2).min(MAX_GROUPED_HITS);
     }
+}
+
+/// Scores of `q` for the given documents only (seeking each segment's scorer to them).
+fn scores_of(
+    searcher: &Searcher,
+    q: &dyn Query,
+    addrs: &[DocAddress],
+) -> Result<std::collections::HashMap<DocAddress, f32>> {
+    use tantivy::DocSet;
+    let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
+    let weight = q
+        .weight(tantivy::query::EnableScoring::enabled_from_searcher(
+            searcher,
+        ))
+        .map_err(ts)?;
+    let mut sorted = addrs.to_vec();
+    sorted.sort();
+    let mut out = std::collections::HashMap::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let seg = sorted[i].segment_ord;
+        let mut scorer = weight
+            .scorer(searcher.segment_reader(seg), 1.0)
+            .map_err(ts)?;
+        while i < sorted.len() && sorted[i].segment_ord == seg {
+            let d = sorted[i].doc_id;
+            if scorer.doc() < d {
+                scorer.seek(d);
+            }
+            if scorer.doc() == d {
+                out.insert(sorted[i], scorer.score());
+            }
+            i += 1;
+        }
+    }
+    Ok(out)
 }
 
 /// Whether a hit contains terms, answered from the index's postings (no re-tokenising of the
