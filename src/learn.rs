@@ -1,8 +1,6 @@
 //! `learn`: validation of a request into a prepared section, then applying it inside a write
 //! transaction (dedup, attach, supersession by source key, near-duplicates, change log).
 
-use std::collections::BTreeSet;
-
 use redb::ReadableMultimapTable;
 
 use base64::Engine;
@@ -339,21 +337,31 @@ fn find_near_duplicates(
     mine: &shingles::ShingleSet,
     keys: &[u64; near_dup::BANDS],
 ) -> Result<Vec<NearDuplicate>> {
-    let mut candidates: BTreeSet<String> = BTreeSet::new();
-    'bands: for k in keys {
-        for v in t.minhash_bands.get(k)? {
-            let kbid = v?.value().to_string();
+    // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
+    // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
+    let mut shared: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    for k in keys {
+        for v in t.minhash_bands.get(k)?.take(near_dup::PER_BAND) {
+            let guard = v?;
+            let kbid = guard.value();
             if kbid != p.kbid {
-                candidates.insert(kbid);
-                if candidates.len() >= near_dup::MAX_CANDIDATES {
-                    break 'bands;
-                }
+                *shared.entry(kbid.to_string()).or_default() += 1;
             }
         }
     }
-    if candidates.is_empty() {
+    let mut ranked: Vec<(u32, String)> = shared
+        .into_iter()
+        .filter(|(_, n)| *n >= near_dup::MIN_SHARED_BANDS)
+        .map(|(k, n)| (n, k))
+        .collect();
+    if ranked.is_empty() {
         return Ok(Vec::new());
     }
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let candidates = ranked
+        .into_iter()
+        .take(near_dup::MAX_CANDIDATES)
+        .map(|(_, k)| k);
     let mut out = Vec::new();
     for c in candidates {
         let Some(bytes) = t.content(&c)? else {
@@ -379,19 +387,19 @@ fn find_near_duplicates(
 /// Append `kbid` to the document's ordered manifest (creating the document when new).
 pub(crate) fn append_to_document(t: &mut WriteTables<'_>, docid: &str, kbid: &str) -> Result<()> {
     let now = t.now().to_string();
-    let mut doc = t.document(docid)?.unwrap_or_else(|| DocumentRecord {
-        title: None,
-        doc_type: "document".to_string(),
-        metadata: None,
-        kbids: Vec::new(),
-        created_at: now.clone(),
-        updated_at: now.clone(),
-    });
-    if !doc.kbids.iter().any(|k| k == kbid) {
-        doc.kbids.push(kbid.to_string());
-    }
+    let doc = t
+        .document_mut(docid)?
+        .get_or_insert_with(|| DocumentRecord {
+            title: None,
+            doc_type: "document".to_string(),
+            metadata: None,
+            kbids: Vec::new(),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+        });
+    // Membership tables say whether the section is already listed (no manifest scan).
+    doc.kbids.push(kbid.to_string());
     doc.updated_at = now;
-    t.put_document(docid, &doc)?;
     t.add_membership(docid, kbid)?;
     t.log(ChangeKind::DocumentChanged, docid)?;
     Ok(())

@@ -134,6 +134,7 @@ impl Kb {
                     Err(e) => Err(e),
                 });
             }
+            t.flush()?;
         }
         txn.commit()?;
         self.index_committed_changes();
@@ -151,7 +152,9 @@ impl Kb {
         let txn = self.begin_write()?;
         let removed = {
             let mut t = WriteTables::open(&txn, now())?;
-            unlearn::remove_section(&mut t, kbid)?
+            let removed = unlearn::remove_section(&mut t, kbid)?;
+            t.flush()?;
+            removed
         };
         if removed {
             txn.commit()?;

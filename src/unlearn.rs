@@ -23,7 +23,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
         if let Some(mut doc) = t.document(&docid)? {
             doc.kbids.retain(|k| k != kbid);
             if doc.kbids.is_empty() {
-                t.documents.remove(docid.as_str())?;
+                t.remove_document(&docid)?;
                 t.log(ChangeKind::DocumentRemoved, &docid)?;
             } else {
                 doc.updated_at = t.now().to_string();

@@ -10,9 +10,13 @@ pub const BANDS: usize = 16;
 pub const ROWS: usize = HASHES / BANDS;
 /// Similarity at or above which a section is reported as a near duplicate.
 pub const THRESHOLD: f64 = 0.85;
-/// At most this many candidates are checked exactly per learn (bounds the cost on pathological
-/// corpora where thousands of sections share a band).
-pub const MAX_CANDIDATES: usize = 64;
+/// At most this many candidates (those sharing the most bands) are checked exactly per learn.
+pub const MAX_CANDIDATES: usize = 16;
+/// At most this many entries of one band are read (thousands of sections can share a band).
+pub const PER_BAND: usize = 32;
+/// A candidate must share at least this many bands: at Jaccard 0.85 a pair shares 2 or more of
+/// 16 bands with probability ≈ 0.9999; at 0.5 only ≈ 0.26.
+pub const MIN_SHARED_BANDS: u32 = 2;
 
 /// One-permutation MinHash: one hash per shingle, its top 6 bits pick one of 64 bins, each bin
 /// keeps its minimum; empty bins borrow the next non-empty bin's value (rotation densification),

@@ -22,6 +22,10 @@ pub struct WriteTables<'t> {
     pub minhash_bands: MultimapTable<'t, u64, &'static str>,
     next_seq: u64,
     now: String,
+    /// Document manifests changed in this transaction, written once by `flush` (a batch that
+    /// appends many sections to one document must not rewrite its manifest per section).
+    /// `None` = removed.
+    dirty_documents: std::collections::HashMap<String, Option<DocumentRecord>>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -40,6 +44,7 @@ impl<'t> WriteTables<'t> {
             minhash_bands: txn.open_multimap_table(MINHASH_BANDS)?,
             next_seq,
             now,
+            dirty_documents: std::collections::HashMap::new(),
         })
     }
 
@@ -59,12 +64,46 @@ impl<'t> WriteTables<'t> {
     }
 
     pub fn document(&self, docid: &str) -> Result<Option<DocumentRecord>> {
-        get_record(&self.documents, "documents", docid)
+        match self.dirty_documents.get(docid) {
+            Some(cached) => Ok(cached.clone()),
+            None => get_record(&self.documents, "documents", docid),
+        }
     }
 
     pub fn put_document(&mut self, docid: &str, rec: &DocumentRecord) -> Result<()> {
-        self.documents
-            .insert(docid, records::encode(rec).as_slice())?;
+        self.dirty_documents
+            .insert(docid.to_string(), Some(rec.clone()));
+        Ok(())
+    }
+
+    /// The manifest of `docid` (None when it does not exist), cached for in-place changes that
+    /// `flush` writes.
+    pub fn document_mut(&mut self, docid: &str) -> Result<&mut Option<DocumentRecord>> {
+        if !self.dirty_documents.contains_key(docid) {
+            let rec = get_record(&self.documents, "documents", docid)?;
+            self.dirty_documents.insert(docid.to_string(), rec);
+        }
+        Ok(self.dirty_documents.get_mut(docid).expect("inserted above"))
+    }
+
+    pub fn remove_document(&mut self, docid: &str) -> Result<()> {
+        self.dirty_documents.insert(docid.to_string(), None);
+        Ok(())
+    }
+
+    /// Write the changed document manifests. Call before the transaction commits.
+    pub fn flush(&mut self) -> Result<()> {
+        for (docid, rec) in std::mem::take(&mut self.dirty_documents) {
+            match rec {
+                Some(rec) => {
+                    self.documents
+                        .insert(docid.as_str(), records::encode(&rec).as_slice())?;
+                }
+                None => {
+                    self.documents.remove(docid.as_str())?;
+                }
+            }
+        }
         Ok(())
     }
 
