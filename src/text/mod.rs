@@ -1,5 +1,6 @@
 //! Text handling: preprocessing before hashing, word tokens and shingles.
 
+pub mod markdown;
 pub mod preprocess;
 pub mod shingles;
 
