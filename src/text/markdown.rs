@@ -63,7 +63,7 @@ pub fn split_sections(text: &str) -> Vec<MdSection> {
     let mut out = Vec::new();
     let (mut level, mut title, mut cur): (u8, String, Vec<&str>) = (0, String::new(), Vec::new());
     let mut open: Option<(char, usize)> = None;
-    let mut emit = |level: u8, title: &str, cur: &[&str], out: &mut Vec<MdSection>| {
+    let emit = |level: u8, title: &str, cur: &[&str], out: &mut Vec<MdSection>| {
         if level > 0 || cur.iter().any(|l| !l.trim().is_empty()) {
             out.push(MdSection {
                 level,
