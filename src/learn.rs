@@ -17,7 +17,7 @@ use crate::text::{preprocess, shingles};
 
 /// A validated section, ready to be written.
 pub(crate) struct Prepared {
-    kbid: String,
+    pub(crate) kbid: String,
     section_type: String,
     bytes: Vec<u8>,
     title: Option<String>,
@@ -28,6 +28,9 @@ pub(crate) struct Prepared {
     source_key: Option<String>,
     warnings: Vec<String>,
     terms_count: u64,
+    /// Append to the docid's manifest (false when the caller sets the whole manifest itself,
+    /// as `learn_document` does).
+    pub(crate) attach: bool,
 }
 
 pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
@@ -127,6 +130,7 @@ pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
         source_key,
         warnings,
         terms_count,
+        attach: true,
     })
 }
 
@@ -228,7 +232,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             indexed_terms_count = 0;
             created_at = rec.created_at.clone();
             let mut changed = false;
-            match &p.docid {
+            match p.docid.as_ref().filter(|_| p.attach) {
                 Some(docid) => {
                     if !t.docs_of(&p.kbid)?.iter().any(|d| d == docid) {
                         append_to_document(t, docid, &p.kbid)?;
@@ -239,7 +243,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 }
                 None => {
                     skipped = true;
-                    if !rec.standalone {
+                    if p.docid.is_none() && !rec.standalone {
                         rec.standalone = true;
                         changed = true;
                     }
@@ -289,7 +293,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.source_keys.insert(k.as_str(), p.kbid.as_str())?;
             }
             t.log(ChangeKind::SectionAdded, &p.kbid)?;
-            if let Some(docid) = &p.docid {
+            if let Some(docid) = p.docid.as_ref().filter(|_| p.attach) {
                 append_to_document(t, docid, &p.kbid)?;
             }
         }

@@ -145,6 +145,122 @@ impl Kb {
         Ok(out)
     }
 
+    /// Learn a markdown text as the document `docid`: its heading sections (the shared rule,
+    /// `text::markdown`), in order, in one transaction. Learning the same text again changes
+    /// nothing; an edited text replaces the document's membership: unchanged sections keep their
+    /// kbid, vanished ones are detached. `title` defaults to the first heading.
+    pub fn learn_document(
+        &self,
+        docid: &str,
+        markdown: &str,
+        title: Option<&str>,
+    ) -> Result<DocumentLearnResult> {
+        let start = Instant::now();
+        model::validate::validate_docid(docid)?;
+        let title =
+            model::validate::validate_line("title", title, model::validate::MAX_TITLE_CHARS)?;
+        let sections = text::markdown::split_sections(markdown);
+        if sections.is_empty() {
+            return Err(KbError::invalid(
+                "content",
+                "has no sections (the document is empty)",
+            ));
+        }
+        let mut prepared = Vec::with_capacity(sections.len());
+        for (n, s) in sections.iter().enumerate() {
+            let req = LearnRequest {
+                content: s.text.clone(),
+                title: (!s.title.is_empty()).then(|| s.title.clone()),
+                docid: Some(docid.to_string()),
+                ..Default::default()
+            };
+            let mut p = learn::prepare(req, &self.config.limits).map_err(|e| match e {
+                KbError::InvalidInput { field, message } => KbError::InvalidInput {
+                    message: format!(
+                        "section {n} (\"{}\"): {message}",
+                        text::preview(&s.title, 60)
+                    ),
+                    field,
+                },
+                other => other,
+            })?;
+            p.attach = false;
+            prepared.push(p);
+        }
+        let doc_title = title.or_else(|| {
+            sections
+                .iter()
+                .find(|s| s.level > 0 && !s.title.is_empty())
+                .map(|s| s.title.clone())
+        });
+        let txn = self.begin_write()?;
+        let result = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let mut out = Vec::with_capacity(prepared.len());
+            for p in prepared {
+                let r = learn::apply(&mut t, p)?;
+                out.push(DocumentLearnSection {
+                    new: !r.skipped,
+                    kbid: r.kbid,
+                    heading: r.title,
+                });
+            }
+            let new_kbids: Vec<String> = out.iter().map(|s| s.kbid.clone()).collect();
+            let old = t.document(docid)?;
+            let changed = old
+                .as_ref()
+                .is_none_or(|d| d.kbids != new_kbids || d.title != doc_title);
+            let mut detached = Vec::new();
+            if changed {
+                let old_kbids = old.map(|d| d.kbids).unwrap_or_default();
+                for k in &old_kbids {
+                    if !new_kbids.contains(k) && !detached.contains(k) {
+                        t.remove_membership(docid, k)?;
+                        detached.push(k.clone());
+                    }
+                }
+                let mut added_members = std::collections::HashSet::new();
+                for k in &new_kbids {
+                    if !old_kbids.contains(k) && added_members.insert(k.clone()) {
+                        t.add_membership(docid, k)?;
+                    }
+                }
+                let now = t.now().to_string();
+                let doc =
+                    t.document_mut(docid)?
+                        .get_or_insert_with(|| model::records::DocumentRecord {
+                            title: None,
+                            doc_type: "document".to_string(),
+                            metadata: None,
+                            kbids: Vec::new(),
+                            created_at: now.clone(),
+                            updated_at: now.clone(),
+                        });
+                doc.kbids = new_kbids;
+                doc.title = doc_title.clone();
+                doc.updated_at = now;
+                t.log(model::records::ChangeKind::DocumentChanged, docid)?;
+            }
+            t.flush()?;
+            DocumentLearnResult {
+                docid: docid.to_string(),
+                title: doc_title,
+                added: out.iter().filter(|s| s.new).count(),
+                unchanged: out.iter().filter(|s| !s.new).count(),
+                sections: out,
+                detached,
+                changed,
+                elapsed_ms: 0.0,
+            }
+        };
+        txn.commit()?;
+        self.index_committed_changes();
+        Ok(DocumentLearnResult {
+            elapsed_ms: elapsed_ms(start),
+            ..result
+        })
+    }
+
     /// Remove a section and everything that points at it. Unknown kbid → `removed: false`.
     pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult> {
         let start = Instant::now();

@@ -61,6 +61,7 @@ Examples:
   kbdb learn --file src/lib.rs --type text/x-rust --docid code/lib
   kbdb learn --file logo.png --title Logo          (type inferred: image/png)
   kbdb learn \"Deploys happen on Wednesdays\" --title \"Deploy day\" --tag process --replace
+  kbdb learn --file docs/adr-7.md --docid adr/7 --split   (one section per heading)
   cat facts.jsonl | kbdb learn --jsonl             (one learn object per line)
 
 A --jsonl line is an object with the fields content, type, title, description, docid,
@@ -144,8 +145,13 @@ pub struct LearnArgs {
     #[arg(long)]
     pub source: Option<String>,
 
+    /// Store markdown as the document --docid, one section per heading (re-learning an edited
+    /// file keeps the kbids of unchanged sections)
+    #[arg(long)]
+    pub split: bool,
+
     /// Read one JSON learn object per line of standard input
-    #[arg(long, conflicts_with_all = ["content", "file", "section_type", "title", "description", "docid", "tags", "replace", "source"])]
+    #[arg(long, conflicts_with_all = ["content", "file", "section_type", "title", "description", "docid", "tags", "replace", "source", "split"])]
     pub jsonl: bool,
 }
 

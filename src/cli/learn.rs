@@ -19,11 +19,48 @@ pub fn run(db: &Path, format: Format, args: LearnArgs) -> Result<i32, KbError> {
     if args.jsonl {
         return jsonl(&kb, format);
     }
+    if args.split {
+        return split(&kb, format, args);
+    }
     let req = request_from_args(args)?;
     let r = kb.learn(req)?;
     match format {
         Format::Json => print_json(&r, false),
         Format::Text => print_text(&result_text(&r)),
+    }
+    Ok(EXIT_OK)
+}
+
+/// `--split`: the content is a markdown document stored section by section.
+fn split(kb: &Kb, format: Format, args: LearnArgs) -> Result<i32, KbError> {
+    let docid = args
+        .docid
+        .clone()
+        .ok_or_else(|| KbError::invalid("docid", "is required with --split"))?;
+    let req = request_from_args(args)?;
+    let r = kb.learn_document(&docid, &req.content, req.title.as_deref())?;
+    match format {
+        Format::Json => print_json(&r, false),
+        Format::Text => {
+            let mut out = format!(
+                "{} {}: {} section(s), {} new, {} unchanged, {} detached",
+                if r.changed { "learned" } else { "unchanged" },
+                r.docid,
+                r.sections.len(),
+                r.added,
+                r.unchanged,
+                r.detached.len()
+            );
+            for s in &r.sections {
+                out.push_str(&format!(
+                    "\n  {} {}  {}",
+                    if s.new { "+" } else { " " },
+                    s.kbid,
+                    s.heading.as_deref().unwrap_or("(preamble)")
+                ));
+            }
+            print_text(&out);
+        }
     }
     Ok(EXIT_OK)
 }

@@ -106,3 +106,29 @@ pub struct Status {
     pub schema_version: u32,
     pub last_change_seq: u64,
 }
+
+/// One section of a document learned from markdown.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentLearnSection {
+    pub kbid: String,
+    pub heading: Option<String>,
+    /// Stored by this call (false: the content already existed).
+    pub new: bool,
+}
+
+/// Result of `learn_document` (`kbdb learn --split`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentLearnResult {
+    pub docid: String,
+    pub title: Option<String>,
+    /// Every section of the document, in order.
+    pub sections: Vec<DocumentLearnSection>,
+    pub added: usize,
+    pub unchanged: usize,
+    /// Sections that were in the document before and are not any more (collectable by gc
+    /// unless they belong elsewhere).
+    pub detached: Vec<String>,
+    /// Whether the document's manifest changed.
+    pub changed: bool,
+    pub elapsed_ms: f64,
+}

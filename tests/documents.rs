@@ -1,0 +1,132 @@
+//! `kbdb learn --split`: markdown files as documents of heading sections.
+
+mod common;
+
+use common::TestDb;
+use serde_json::Value;
+
+const V1: &str = "Intro line before any heading.\n\n# Deploys\nWe deploy on Tuesdays.\n\n```sh\n# not a heading\nmake deploy\n```\n\n## Rollback\nRoll back with the previous image.\n\n## Contacts\nAsk the on-call.\n";
+
+fn split(db: &TestDb, file: &str, docid: &str) -> Value {
+    db.learn(&["--file", file, "--docid", docid, "--split"])
+}
+
+fn kbids(v: &Value) -> Vec<String> {
+    v["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kbid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_markdown_file_becomes_a_document_of_its_heading_sections() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("ops.md");
+    std::fs::write(&f, V1).unwrap();
+    let r = split(&db, f.to_str().unwrap(), "ops/deploy");
+    let headings: Vec<Value> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["heading"].clone())
+        .collect();
+    assert_eq!(
+        headings,
+        vec![
+            Value::Null,
+            "Deploys".into(),
+            "Rollback".into(),
+            "Contacts".into()
+        ]
+    );
+    assert_eq!(
+        (r["added"].as_u64(), r["unchanged"].as_u64()),
+        (Some(4), Some(0))
+    );
+    assert_eq!(r["title"], "Deploys");
+    let doc = db.json(&["retrieve", "--docid", "ops/deploy"]);
+    assert_eq!(doc["kbids"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["kbids"], serde_json::json!(kbids(&r)));
+    let deploy = db.json(&["retrieve", "--kbid", &kbids(&r)[1]]);
+    assert!(
+        deploy[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("# not a heading"),
+        "fenced code stays in its section"
+    );
+    // Each section is searchable within the document.
+    let hits = db.json(&["search", "rollback", "--docid", "ops/deploy"]);
+    assert_eq!(hits["items"][0]["heading"], "Rollback");
+
+    // The same file again changes nothing.
+    let seq = db.status()["last_change_seq"].clone();
+    let again = split(&db, f.to_str().unwrap(), "ops/deploy");
+    assert_eq!(again["changed"], false);
+    assert_eq!(again["unchanged"], 4);
+    assert_eq!(db.status()["last_change_seq"], seq);
+
+    // An edited version: unchanged sections keep their kbid, the vanished one is detached.
+    let v2 = V1
+        .replace(
+            "Roll back with the previous image.",
+            "Roll back with `kbdb rollback`.",
+        )
+        .replace("## Contacts\nAsk the on-call.\n", "");
+    std::fs::write(&f, v2).unwrap();
+    let edited = split(&db, f.to_str().unwrap(), "ops/deploy");
+    let (old, new) = (kbids(&r), kbids(&edited));
+    assert_eq!(new.len(), 3);
+    assert_eq!(&new[..2], &old[..2], "unchanged sections keep their kbid");
+    assert_ne!(new[2], old[2], "the edited section has a new kbid");
+    assert_eq!(
+        edited["detached"],
+        serde_json::json!([old[2].clone(), old[3].clone()])
+    );
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "ops/deploy"])["kbids"],
+        serde_json::json!(new)
+    );
+    assert_eq!(
+        db.json(&["search", "on-call", "--docid", "ops/deploy"])["total"],
+        0
+    );
+}
+
+#[test]
+fn split_needs_a_docid_and_a_non_empty_document() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("empty.md");
+    std::fs::write(&f, "  \n\n").unwrap();
+    let before = db.status();
+    db.cmd()
+        .args(["learn", "--file", f.to_str().unwrap(), "--split"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("docid: is required"));
+    db.cmd()
+        .args([
+            "learn",
+            "--file",
+            f.to_str().unwrap(),
+            "--split",
+            "--docid",
+            "e",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("content: has no sections"));
+    db.cmd()
+        .args(["learn", "# A\nx", "--split", "--docid", "../x"])
+        .assert()
+        .code(3);
+    assert_eq!(db.status(), before);
+    // Text output lists the sections.
+    db.cmd()
+        .args(["learn", "# A\nalpha\n# B\nbeta", "--split", "--docid", "ab"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("learned ab: 2 section(s), 2 new"));
+}
