@@ -4,6 +4,7 @@
 //! and the MCP server) is one method here. It is usable embedded, without daemon or async
 //! runtime.
 
+mod compose;
 pub mod config;
 pub mod error;
 pub mod index;
@@ -349,6 +350,39 @@ impl Kb {
             created_at: doc.created_at,
             updated_at: doc.updated_at,
         })
+    }
+
+    /// Compose rendered markdown from kbids and docids (`content`). Unknown ids are an error
+    /// that names them.
+    pub fn content(&self, ids: &[String]) -> Result<ComposedContent> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let data = compose::compose(&t, ids)?;
+        Ok(ComposedContent {
+            content_type: "text/markdown".to_string(),
+            total: data.chars().count(),
+            data,
+        })
+    }
+
+    /// Every document, by docid.
+    pub fn list_documents(&self) -> Result<Vec<DocumentSummary>> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let mut out = Vec::new();
+        for row in redb::ReadableTable::iter(&t.documents)? {
+            let (k, v) = row?;
+            let docid = k.value().to_string();
+            let doc: model::records::DocumentRecord =
+                model::records::decode("documents", &docid, v.value())?;
+            out.push(DocumentSummary {
+                docid,
+                title: doc.title,
+                sections: doc.kbids.len(),
+                updated_at: doc.updated_at,
+            });
+        }
+        Ok(out)
     }
 
     /// Database status: counts, path and the change sequence.

@@ -130,3 +130,68 @@ fn split_needs_a_docid_and_a_non_empty_document() {
         .success()
         .stdout(predicates::str::contains("learned ab: 2 section(s), 2 new"));
 }
+
+#[test]
+fn content_composes_documents_and_sections_and_docs_lists_them() {
+    let db = TestDb::new();
+    db.learn(&[
+        "# Überblick\nÄrger mit Umlauten – ß.\n\n## Teil\nmehr",
+        "--split",
+        "--docid",
+        "de",
+    ]);
+    let note = db.learn(&["a standalone note", "--title", "Note"]);
+    let code = db.learn(&["fn main() {}", "--type", "text/x-rust", "--title", "Main"]);
+    let img = db.learn(&[
+        common::PNG_B64,
+        "--type",
+        "image/png",
+        "--title",
+        "Pixel [1]",
+    ]);
+    let ids = [
+        "de",
+        note["kbid"].as_str().unwrap(),
+        code["kbid"].as_str().unwrap(),
+        img["kbid"].as_str().unwrap(),
+    ];
+    let mut args = vec!["content"];
+    args.extend(ids);
+    let c = db.json(&args);
+    let expected = format!(
+        "# Überblick\nÄrger mit Umlauten – ß.\n\n## Teil\nmehr\n\n## Note\n\na standalone note\n\n## Main\n\n```rust\nfn main() {{}}\n```\n\n![Pixel 1](kbdb://section/{})",
+        img["kbid"].as_str().unwrap()
+    );
+    assert_eq!(c["type"], "text/markdown");
+    assert_eq!(c["data"], expected);
+    assert_eq!(
+        c["total"],
+        expected.chars().count(),
+        "characters, not bytes"
+    );
+    assert_ne!(expected.chars().count(), expected.len());
+    // Text output is the markdown itself, pipeable.
+    let out = db.cmd().args(&args).output().unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{expected}\n")
+    );
+    // Unknown ids are named.
+    db.cmd()
+        .args(["content", "de", "nope", "zzzzzzzzzzzzzzzzzzzzzzzzzz"])
+        .assert()
+        .code(4)
+        .stderr(predicates::str::contains(
+            "nope, zzzzzzzzzzzzzzzzzzzzzzzzzz",
+        ));
+    // A document whose first section does not open with its title gets a title line.
+    db.learn(&["plain text", "--docid", "bare"]);
+    let bare = db.json(&["content", "bare"]);
+    assert_eq!(bare["data"], "# bare\n\nplain text");
+    let docs = db.json(&["docs"]);
+    assert_eq!(docs[0]["docid"], "bare");
+    assert_eq!(
+        docs[1],
+        serde_json::json!({"docid": "de", "title": "Überblick", "sections": 2, "updated_at": docs[1]["updated_at"].clone()})
+    );
+}

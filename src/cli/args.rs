@@ -99,6 +99,16 @@ Examples:
         action: SynonymsAction,
     },
 
+    /// Compose markdown from kbids and docids (documents render as their sections in order)
+    Content {
+        /// kbids and/or docids, in the order to render
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+
+    /// List documents: docid, title, section count, last update
+    Docs,
+
     /// Show database status and counts
     Status,
 

@@ -75,6 +75,32 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
+        Command::Content { ids } => Kb::open(&db).and_then(|kb| {
+            let c = kb.content(&ids)?;
+            match format {
+                Format::Json => print_json(&c, false),
+                Format::Text => print_text(&c.data),
+            }
+            Ok(EXIT_OK)
+        }),
+        Command::Docs => Kb::open(&db).and_then(|kb| {
+            let docs = kb.list_documents()?;
+            match format {
+                Format::Json => print_json(&docs, true),
+                Format::Text => {
+                    for d in docs {
+                        print_text(&format!(
+                            "{}\t{}\t{} section(s)\t{}",
+                            d.docid,
+                            d.title.as_deref().unwrap_or("-"),
+                            d.sections,
+                            d.updated_at
+                        ));
+                    }
+                }
+            }
+            Ok(EXIT_OK)
+        }),
         Command::Status => Kb::open(&db).and_then(|kb| {
             let s = kb.status()?;
             match format {

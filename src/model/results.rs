@@ -132,3 +132,21 @@ pub struct DocumentLearnResult {
     pub changed: bool,
     pub elapsed_ms: f64,
 }
+
+/// Result of `content`: `{type: "text/markdown", data, total}`, `total` in characters.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ComposedContent {
+    #[serde(rename = "type")]
+    pub content_type: String,
+    pub data: String,
+    pub total: usize,
+}
+
+/// One line of `kbdb docs`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentSummary {
+    pub docid: String,
+    pub title: Option<String>,
+    pub sections: usize,
+    pub updated_at: String,
+}
