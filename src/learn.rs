@@ -393,14 +393,7 @@ pub(crate) fn append_to_document(t: &mut WriteTables<'_>, docid: &str, kbid: &st
     let now = t.now().to_string();
     let doc = t
         .document_mut(docid)?
-        .get_or_insert_with(|| DocumentRecord {
-            title: None,
-            doc_type: "document".to_string(),
-            metadata: None,
-            kbids: Vec::new(),
-            created_at: now.clone(),
-            updated_at: now.clone(),
-        });
+        .get_or_insert_with(|| DocumentRecord::empty(&now));
     // Membership tables say whether the section is already listed (no manifest scan).
     doc.kbids.push(kbid.to_string());
     doc.updated_at = now;

@@ -227,16 +227,9 @@ impl Kb {
                     }
                 }
                 let now = t.now().to_string();
-                let doc =
-                    t.document_mut(docid)?
-                        .get_or_insert_with(|| model::records::DocumentRecord {
-                            title: None,
-                            doc_type: "document".to_string(),
-                            metadata: None,
-                            kbids: Vec::new(),
-                            created_at: now.clone(),
-                            updated_at: now.clone(),
-                        });
+                let doc = t
+                    .document_mut(docid)?
+                    .get_or_insert_with(|| model::records::DocumentRecord::empty(&now));
                 doc.kbids = new_kbids;
                 doc.title = doc_title.clone();
                 doc.updated_at = now;

@@ -37,6 +37,20 @@ pub struct DocumentRecord {
     pub updated_at: String,
 }
 
+impl DocumentRecord {
+    /// An empty document created at `now`.
+    pub fn empty(now: &str) -> Self {
+        DocumentRecord {
+            title: None,
+            doc_type: "document".to_string(),
+            metadata: None,
+            kbids: Vec::new(),
+            created_at: now.to_string(),
+            updated_at: now.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub enum ChangeKind {
     SectionAdded,
