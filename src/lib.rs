@@ -616,4 +616,16 @@ mod tests {
         );
         assert_eq!(r.near_duplicates[0].similarity, 1.0);
     }
+
+    #[test]
+    fn search_rejects_an_unknown_mode_naming_the_field() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let mut req = SearchRequest::new("x");
+        req.mode = Some("bogus".into());
+        assert_eq!(kb.search(&req).unwrap_err().field(), Some("mode"));
+        req.mode = Some("documents".into());
+        req.limit = Some(0);
+        assert_eq!(kb.search(&req).unwrap_err().field(), Some("limit"));
+    }
 }

@@ -4,7 +4,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
 use common::TestDb;
 
@@ -20,20 +19,7 @@ fn sigkill_mid_stream_loses_no_acknowledged_section() {
     let db = TestDb::new();
     let mut total_acked = 0;
     for (run, kill_after) in [1usize, 7, 60, 400].into_iter().enumerate() {
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-            .args([
-                "--db",
-                db.path().to_str().unwrap(),
-                "learn",
-                "--jsonl",
-                "--format",
-                "json",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = db.spawn_jsonl();
         let mut stdin = child.stdin.take().unwrap();
         let writer = std::thread::spawn(move || {
             for i in 0..5000 {

@@ -456,12 +456,7 @@ fn database_resolution_and_unavailable_databases() {
 fn a_database_held_by_another_process_fails_fast_and_clearly() {
     let db = TestDb::new();
     // `learn --jsonl` keeps the database open while its stdin stays open.
-    let mut holder = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-        .args(["--db", db.path().to_str().unwrap(), "learn", "--jsonl"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut holder = db.spawn_jsonl();
     // Wait until it holds the database (its first result line is printed).
     use std::io::{BufRead, Write};
     let mut stdin = holder.stdin.take().unwrap();
@@ -470,7 +465,7 @@ fn a_database_held_by_another_process_fails_fast_and_clearly() {
     std::io::BufReader::new(holder.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    assert!(line.contains("learned"), "{line}");
+    assert!(line.contains("\"kbid\""), "{line}");
 
     let start = std::time::Instant::now();
     db.cmd()

@@ -3,7 +3,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
 use common::{PNG_B64, TestDb};
 use serde_json::Value;
@@ -445,19 +444,7 @@ fn read_your_writes_and_unlearn_disappears_from_search() {
 #[test]
 fn sigkill_before_the_index_commit_loses_nothing_searchable() {
     let db = TestDb::new();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-        .args([
-            "--db",
-            db.path().to_str().unwrap(),
-            "learn",
-            "--jsonl",
-            "--format",
-            "json",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = db.spawn_jsonl();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut acked = 0;
@@ -492,10 +479,22 @@ fn a_deleted_or_corrupt_index_is_rebuilt_on_open() {
 
 #[test]
 fn words_close_together_outrank_words_far_apart() {
+    // Both sections have the same words and length, so BM25 ties; pick texts whose tie-break
+    // key puts the far one first, so only the proximity bonus can put the near one on top.
+    let key = |t: &str| kbdb::index::lexical::kbid_key(&kbdb::kbid_of(t.as_bytes()));
+    let (far, near) = (0..100)
+        .map(|i| {
+            let filler = format!("lorem{i} ipsum dolor sit amet ").repeat(6);
+            (
+                format!("alpha {filler} omega"),
+                format!("alpha omega {filler}"),
+            )
+        })
+        .find(|(f, n)| key(f) < key(n))
+        .unwrap();
     let db = TestDb::new();
-    let filler = "lorem ipsum dolor sit amet ".repeat(6);
-    let far = db.learn(&[&format!("alpha {filler} omega")]);
-    let near = db.learn(&[&format!("alpha omega {filler}")]);
+    let far = db.learn(&[&far]);
+    let near = db.learn(&[&near]);
     let r = search(&db, &["alpha omega"]);
     assert_eq!(
         kbids(&r),
@@ -504,4 +503,45 @@ fn words_close_together_outrank_words_far_apart() {
             far["kbid"].as_str().unwrap()
         ]
     );
+    // Without a second word there is no proximity: the tie-break decides.
+    let r = search(&db, &["alpha"]);
+    assert_eq!(kbids(&r)[0], far["kbid"].as_str().unwrap());
+}
+
+#[test]
+fn search_and_synonym_input_errors_name_the_field_and_change_nothing() {
+    let db = corpus();
+    let before = db.status();
+    let out = db
+        .cmd()
+        .args([
+            "search", "deploy", "--offset", "9995", "--limit", "10", "--format", "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["field"], "offset");
+    db.cmd()
+        .args(["search", "deploy", "--docid", "../x"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("docid:"));
+    db.cmd()
+        .args(["search", "deploy", "--type", "video/mp4"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("type:"));
+    db.cmd()
+        .args(["synonyms", "add", "ship", ""])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("synonyms: must not be empty"));
+    db.cmd()
+        .args(["synonyms", "add", " ", "x"])
+        .assert()
+        .code(3)
+        .stderr(predicates::str::contains("term:"));
+    assert_eq!(db.json(&["synonyms", "list"]), serde_json::json!([]));
+    assert_eq!(db.status(), before);
 }

@@ -157,7 +157,7 @@ pub struct LearnArgs {
 
     /// Store markdown as the document --docid, one section per heading (re-learning an edited
     /// file keeps the kbids of unchanged sections)
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["section_type", "description", "tags", "replace", "source"])]
     pub split: bool,
 
     /// Read one JSON learn object per line of standard input

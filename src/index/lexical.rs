@@ -209,7 +209,7 @@ impl LexicalIndex {
                 .get(kbid)?
                 .map(|g| g.value().to_vec())
                 .unwrap_or_default();
-            let docids = docids_of(&section_docs, kbid)?;
+            let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
             self.add(kbid, &rec, &bytes, &docids)?;
             n += 1;
         }
@@ -251,7 +251,7 @@ impl LexicalIndex {
                     .get(kbid.as_str())?
                     .map(|g| g.value().to_vec())
                     .unwrap_or_default();
-                let docids = docids_of(&section_docs, kbid)?;
+                let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
                 self.add(kbid, &rec, &bytes, &docids)?;
             }
         }
@@ -350,17 +350,6 @@ fn last_seq(db: &Database) -> Result<u64> {
     let txn = db.begin_read()?;
     let changes = txn.open_table(CHANGES)?;
     Ok(changes.last()?.map(|(k, _)| k.value()).unwrap_or(0))
-}
-
-fn docids_of(
-    t: &impl redb::ReadableMultimapTable<&'static str, &'static str>,
-    kbid: &str,
-) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for v in t.get(kbid)? {
-        out.push(v?.value().to_string());
-    }
-    Ok(out)
 }
 
 /// `text` without its first line when that line is an ATX heading whose text is `title`.

@@ -200,7 +200,7 @@ fn get_record<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn multimap_values(
+pub(crate) fn multimap_values(
     table: &impl ReadableMultimapTable<&'static str, &'static str>,
     key: &str,
 ) -> Result<Vec<String>> {

@@ -65,6 +65,27 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// `kbdb learn --jsonl --format json` as a child with piped stdin/stdout, holding the
+    /// database open until its stdin closes or it is killed.
+    pub fn spawn_jsonl(&self) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+            .args([
+                "--db",
+                self.dir.to_str().unwrap(),
+                "learn",
+                "--jsonl",
+                "--format",
+                "json",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
 pub fn kbdb_cmd() -> Command {
     let mut c = Command::cargo_bin("kbdb").unwrap();
     c.env_remove("KBDB_DIR")
