@@ -6,6 +6,7 @@
 mod m0001_initial;
 mod m0002_synonyms;
 mod m0003_minhash_oph;
+mod m0004_references;
 
 use redb::WriteTransaction;
 
@@ -32,5 +33,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "minhash_oph",
         apply: m0003_minhash_oph::apply,
+    },
+    Migration {
+        version: 4,
+        name: "references",
+        apply: m0004_references::apply,
     },
 ];

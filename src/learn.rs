@@ -292,6 +292,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             if let Some(k) = &p.source_key {
                 t.source_keys.insert(k.as_str(), p.kbid.as_str())?;
             }
+            let markers =
+                crate::references::markers_of(&p.section_type, &p.bytes, p.docid.as_deref());
+            crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, &p.kbid, &markers)?;
             t.log(ChangeKind::SectionAdded, &p.kbid)?;
             if let Some(docid) = p.docid.as_ref().filter(|_| p.attach) {
                 append_to_document(t, docid, &p.kbid)?;

@@ -10,6 +10,8 @@ pub mod error;
 pub mod index;
 mod learn;
 pub mod model;
+mod recall;
+mod references;
 pub mod search;
 pub mod store;
 pub mod text;
@@ -345,6 +347,24 @@ impl Kb {
         })
     }
 
+    /// `recall`: sections with their context to `depth` (docs/references.md). Unknown kbids
+    /// are an error naming them.
+    pub fn recall(&self, req: &RecallRequest) -> Result<Recalled> {
+        if req.kbids.len() > self.config.limits.max_batch {
+            return Err(KbError::invalid(
+                "kbids",
+                format!(
+                    "has {} kbids; the limit is {} (limits.max_batch)",
+                    req.kbids.len(),
+                    self.config.limits.max_batch
+                ),
+            ));
+        }
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        recall::recall(&t, req)
+    }
+
     /// Compose rendered markdown from kbids and docids (`content`). Unknown ids are an error
     /// that names them.
     pub fn content(&self, ids: &[String]) -> Result<ComposedContent> {
@@ -602,7 +622,10 @@ mod tests {
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 3);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         assert_eq!(rows(&kb)[2], 16, "only the fresh band keys remain");
         // Learning a near copy finds the original through the rebuilt bands.
         let r = kb
@@ -615,6 +638,62 @@ mod tests {
             "same words, other bytes: found via the bands"
         );
         assert_eq!(r.near_duplicates[0].similarity, 1.0);
+    }
+
+    #[test]
+    fn migration_4_builds_the_reference_graph_of_existing_sections() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let target = kb
+            .learn(LearnRequest::text("# Target\n\nthe target"))
+            .unwrap();
+        let source = kb
+            .learn(LearnRequest {
+                docid: Some("notes/one".into()),
+                ..LearnRequest::text(format!(
+                    "# Source\n\nsee kbdb://section/{} and [two](two.md)",
+                    target.kbid
+                ))
+            })
+            .unwrap();
+        drop(kb);
+        {
+            // Pretend the database predates migration 4: no reference tables.
+            let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(META_SCHEMA_VERSION, 3u32.to_le_bytes().as_slice())
+                    .unwrap();
+            }
+            txn.delete_table(store::tables::REFS_OUT).unwrap();
+            txn.delete_multimap_table(store::tables::REFS_IN).unwrap();
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(tmp.path()).unwrap();
+        let req = RecallRequest::new(Some(source.kbid.clone()), None, Some(2), None).unwrap();
+        let Recalled::One(item) = kb.recall(&req).unwrap() else {
+            panic!("one kbid gives one object")
+        };
+        let targets: Vec<_> = item
+            .references
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.target.unwrap(), r.resolved.unwrap()))
+            .collect();
+        assert_eq!(
+            targets,
+            vec![
+                (format!("kbdb://section/{}", target.kbid), true),
+                ("kbdb://document/notes/two".to_string(), false),
+            ],
+            "relative links resolve against the section's document"
+        );
+        let req = RecallRequest::new(Some(target.kbid), None, Some(1), None).unwrap();
+        let Recalled::One(item) = kb.recall(&req).unwrap() else {
+            panic!()
+        };
+        assert_eq!(item.back_references.unwrap()[0].kbid, Some(source.kbid));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::model::records::ChangeKind;
 use crate::store::txn::WriteTables;
 
 /// Remove `kbid` and cascade: document manifests (a document left empty is removed),
-/// memberships, tags, source key, near-duplicate bands, then log the change.
+/// memberships, tags, source key, near-duplicate bands, outgoing references, then log the change.
 /// Returns false when the section does not exist.
 pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool> {
     let Some(rec) = t.section(kbid)? else {
@@ -38,6 +38,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
     if let Some(k) = &rec.source_key {
         t.source_keys.remove(k.as_str(), kbid)?;
     }
+    crate::references::remove_edges(&mut t.refs_out, &mut t.refs_in, kbid)?;
     t.sections.remove(kbid)?;
     t.content.remove(kbid)?;
     t.log(ChangeKind::SectionRemoved, kbid)?;

@@ -13,6 +13,8 @@ Examples:
   echo '{\"content\":\"a fact\",\"tags\":[\"x\"]}' | kbdb learn --jsonl
   kbdb retrieve --kbid 5ks4vejzp2hgw9q87cncbef2kr
   kbdb retrieve --docid notes/today --format json
+  kbdb recall 5ks4vejzp2hgw9q87cncbef2kr --depth 2
+  kbdb content notes/today > today.md
   kbdb unlearn 5ks4vejzp2hgw9q87cncbef2kr
   kbdb status
   KBDB_DIR=~/kb kbdb status                   use another database
@@ -97,6 +99,27 @@ Examples:
     Synonyms {
         #[command(subcommand)]
         action: SynonymsAction,
+    },
+
+    /// Read sections with their context: documents, references, siblings (depth 0-3)
+    #[command(after_help = "\
+Depth: 0 the section (content, heading, type, docids); 1 + its documents' manifests and the
+sections that reference it; 2 + its own references and the full text of sibling sections;
+3 + the full text of what it references, with their back-references.
+
+Examples:
+  kbdb recall 5ks4vejzp2hgw9q87cncbef2kr --depth 1
+  kbdb recall KBID1 KBID2 --depth 3 --max-chars 20000 --format json")]
+    Recall {
+        /// kbids of the sections (one gives an object in JSON, several an array)
+        #[arg(required = true, value_name = "KBID")]
+        kbids: Vec<String>,
+        /// Expansion depth, 0-3 (larger values are clamped to 3)
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        depth: i64,
+        /// Stop expanding before the result exceeds this many characters of JSON
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        max_chars: Option<i64>,
     },
 
     /// Compose markdown from kbids and docids (documents render as their sections in order)

@@ -75,6 +75,11 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
+        Command::Recall {
+            kbids,
+            depth,
+            max_chars,
+        } => Kb::open(&db).and_then(|kb| super::recall::run(&kb, format, kbids, depth, max_chars)),
         Command::Content { ids } => Kb::open(&db).and_then(|kb| {
             let c = kb.content(&ids)?;
             match format {

@@ -4,6 +4,7 @@ pub mod args;
 mod commands;
 mod learn;
 pub mod output;
+mod recall;
 
 use clap::Parser;
 

@@ -8,5 +8,5 @@ pub mod section_type;
 pub mod validate;
 
 pub use kbid::{is_kbid, kbid_of};
-pub use requests::LearnRequest;
+pub use requests::{LearnRequest, RecallRequest};
 pub use results::*;

@@ -150,3 +150,102 @@ pub struct DocumentSummary {
     pub sections: usize,
     pub updated_at: String,
 }
+
+/// A section listed in a recalled document manifest.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestSection {
+    pub kbid: String,
+    pub heading: Option<String>,
+    #[serde(rename = "type")]
+    pub section_type: String,
+}
+
+/// A parent document of a recalled section (depth ≥ 1).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecallDocument {
+    pub docid: String,
+    pub title: Option<String>,
+    pub sections: Vec<ManifestSection>,
+    /// Sections that reference this document as a whole (not one of its headings).
+    pub back_references: Vec<Reference>,
+}
+
+/// One edge of the reference graph as `recall` shows it: a back-reference (a section whose
+/// text references the recalled one, `direction: "back"`) or a forward reference (a marker in
+/// the recalled section's text, `direction: "forward"`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reference {
+    /// The section at the other end (the source of a back-reference; the target section of a
+    /// forward reference when it names a section or a heading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kbid: Option<String>,
+    /// The target document of a forward reference to a document or one of its headings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docid: Option<String>,
+    /// Heading of the section at the other end (the document title for a document target).
+    pub heading: Option<String>,
+    /// Section type (`document` for a whole-document target); absent when unresolved.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub section_type: Option<String>,
+    /// `link`, `uri` or `wikilink`.
+    pub marker_type: String,
+    pub context_snippet: String,
+    /// `back` or `forward`.
+    pub direction: String,
+    /// Forward references: the target as a `kbdb://` URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Forward references: whether the target exists (false = dangling for now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<bool>,
+    /// Depth 3: the full text of the referenced section (a referenced document: its
+    /// composed markdown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Depth 3: the back-references of the referenced section or document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_references: Option<Vec<Reference>>,
+}
+
+/// Another section of the same document (depth ≥ 2), with its full text.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sibling {
+    pub kbid: String,
+    pub heading: Option<String>,
+    #[serde(rename = "type")]
+    pub section_type: String,
+    pub content: String,
+    /// The document through which it is a sibling (the first, when several).
+    pub docid: String,
+}
+
+/// One recalled section. Fields beyond `docids` appear from their depth on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RecallItem {
+    pub kbid: String,
+    pub heading: Option<String>,
+    #[serde(rename = "type")]
+    pub section_type: String,
+    /// Text, or base64 for images.
+    pub content: String,
+    pub docids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub documents: Option<Vec<RecallDocument>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_references: Option<Vec<Reference>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub siblings: Option<Vec<Sibling>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub references: Option<Vec<Reference>>,
+    /// The `max_chars` budget stopped the expansion of this section.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// What `recall` returns: one object for `kbid`, an array for `kbids`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Recalled {
+    One(Box<RecallItem>),
+    Many(Vec<RecallItem>),
+}

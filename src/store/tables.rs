@@ -31,3 +31,11 @@ pub const MINHASH_BANDS: MultimapTableDefinition<u64, &str> =
 pub const SYNONYMS: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("synonyms");
 
 pub const META_SCHEMA_VERSION: &str = "schema_version";
+
+/// `refs_out`: (source kbid, marker ordinal) → versioned `Marker` (target, marker type, context
+/// snippet): a section's references in the order they appear (migration 0004).
+pub const REFS_OUT: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("refs_out");
+/// `refs_in`: target key (`Target::key`) ⇒ source kbid: who references a section, a document or
+/// a document's heading. Keyed by name, so a reference to something not learned yet resolves
+/// when it is (migration 0004).
+pub const REFS_IN: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("refs_in");

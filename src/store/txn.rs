@@ -20,6 +20,8 @@ pub struct WriteTables<'t> {
     pub source_keys: MultimapTable<'t, &'static str, &'static str>,
     pub changes: Table<'t, u64, &'static [u8]>,
     pub minhash_bands: MultimapTable<'t, u64, &'static str>,
+    pub refs_out: Table<'t, (&'static str, u32), &'static [u8]>,
+    pub refs_in: MultimapTable<'t, &'static str, &'static str>,
     next_seq: u64,
     now: String,
     /// Document manifests changed in this transaction, written once by `flush` (a batch that
@@ -42,6 +44,8 @@ impl<'t> WriteTables<'t> {
             source_keys: txn.open_multimap_table(SOURCE_KEYS)?,
             changes,
             minhash_bands: txn.open_multimap_table(MINHASH_BANDS)?,
+            refs_out: txn.open_table(REFS_OUT)?,
+            refs_in: txn.open_multimap_table(REFS_IN)?,
             next_seq,
             now,
             dirty_documents: std::collections::HashMap::new(),
@@ -155,6 +159,8 @@ pub struct ReadTables {
     pub documents: ReadOnlyTable<&'static str, &'static [u8]>,
     pub section_docs: ReadOnlyMultimapTable<&'static str, &'static str>,
     pub changes: ReadOnlyTable<u64, &'static [u8]>,
+    pub refs_out: ReadOnlyTable<(&'static str, u32), &'static [u8]>,
+    pub refs_in: ReadOnlyMultimapTable<&'static str, &'static str>,
 }
 
 impl ReadTables {
@@ -165,6 +171,8 @@ impl ReadTables {
             documents: txn.open_table(DOCUMENTS)?,
             section_docs: txn.open_multimap_table(SECTION_DOCS)?,
             changes: txn.open_table(CHANGES)?,
+            refs_out: txn.open_table(REFS_OUT)?,
+            refs_in: txn.open_multimap_table(REFS_IN)?,
         })
     }
 

@@ -43,7 +43,7 @@ pub fn atx_heading(line: &str) -> Option<(u8, String)> {
 }
 
 /// A fence line: 0-3 spaces then at least 3 backticks or tildes. Returns (char, run length).
-fn fence(line: &str) -> Option<(char, usize)> {
+pub(crate) fn fence(line: &str) -> Option<(char, usize)> {
     let indent = line.len() - line.trim_start_matches(' ').len();
     if indent > 3 {
         return None;

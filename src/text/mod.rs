@@ -1,6 +1,7 @@
 //! Text handling: preprocessing before hashing, word tokens and shingles.
 
 pub mod markdown;
+pub mod markers;
 pub mod preprocess;
 pub mod shingles;
 

@@ -1,0 +1,32 @@
+//! 0004 references: adds the reference graph — `refs_out` (a section's markers in order) and
+//! `refs_in` (target ⇒ referencing sections) — and fills it from every text section already
+//! stored, resolving relative links against the section's first document.
+
+use redb::{ReadableTable, WriteTransaction};
+
+use crate::error::Result;
+use crate::model::records::{SectionRecord, decode};
+use crate::store::tables::{CONTENT, REFS_IN, REFS_OUT, SECTION_DOCS, SECTIONS};
+
+pub fn apply(txn: &WriteTransaction) -> Result<()> {
+    let mut refs_out = txn.open_table(REFS_OUT)?;
+    let mut refs_in = txn.open_multimap_table(REFS_IN)?;
+    let sections = txn.open_table(SECTIONS)?;
+    let content = txn.open_table(CONTENT)?;
+    let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
+    for row in sections.iter()? {
+        let (k, v) = row?;
+        let kbid = k.value();
+        let rec: SectionRecord = decode("sections", kbid, v.value())?;
+        let Some(bytes) = content.get(kbid)? else {
+            continue;
+        };
+        let base = crate::store::txn::multimap_values(&section_docs, kbid)?
+            .into_iter()
+            .next();
+        let markers =
+            crate::references::markers_of(&rec.section_type, bytes.value(), base.as_deref());
+        crate::references::insert_edges(&mut refs_out, &mut refs_in, kbid, &markers)?;
+    }
+    Ok(())
+}
