@@ -22,6 +22,16 @@ pub enum KbError {
     NotADirectory(PathBuf),
 
     #[error(
+        "{} holds the plain-file layout (catalog.toml, sections/), not a database; run `kbdb migrate {}` to turn it into one",
+        .0.display(), .0.display()
+    )]
+    PlainLayout(PathBuf),
+
+    /// An entry of a plain-file layout that cannot be imported (`--strict` stops at the first).
+    #[error("{path}: {reason}")]
+    BadImport { path: String, reason: String },
+
+    #[error(
         "the knowledge base at {} is in use by another process (only one process may open it; stop the other one or wait for it to finish)",
         .0.display()
     )]
@@ -63,6 +73,8 @@ impl KbError {
             KbError::NotFound(_) => "not_found",
             KbError::NotInitialized(_) => "not_initialized",
             KbError::NotADirectory(_) => "not_a_directory",
+            KbError::PlainLayout(_) => "plain_layout",
+            KbError::BadImport { .. } => "bad_import",
             KbError::Locked(_) => "locked",
             KbError::Config { .. } => "config",
             KbError::Corrupt { .. } => "corrupt",

@@ -171,21 +171,26 @@ fn decode_image(section_type: &str, content: &str) -> Result<Vec<u8>> {
             format!("is not valid base64 for {section_type} ({e})"),
         )
     })?;
-    let signature_ok = match section_type {
-        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
-        "image/jpeg" | "image/jpg" => bytes.starts_with(&[0xff, 0xd8, 0xff]),
-        "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
-        "image/webp" => bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP",
-        "image/bmp" => bytes.starts_with(b"BM"),
-        _ => true,
-    };
-    if !bytes.is_empty() && !signature_ok {
+    if !bytes.is_empty() && !image_signature_ok(section_type, &bytes) {
         return Err(KbError::invalid(
             "content",
             format!("decoded bytes are not a {section_type} image (file signature does not match)"),
         ));
     }
     Ok(bytes)
+}
+
+/// Whether image bytes carry the file signature of their type (types without a known signature
+/// pass).
+pub(crate) fn image_signature_ok(section_type: &str, bytes: &[u8]) -> bool {
+    match section_type {
+        "image/png" => bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "image/jpeg" | "image/jpg" => bytes.starts_with(&[0xff, 0xd8, 0xff]),
+        "image/gif" => bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a"),
+        "image/webp" => bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP",
+        "image/bmp" => bytes.starts_with(b"BM"),
+        _ => true,
+    }
 }
 
 /// Stored bytes as the text the API returns: UTF-8 text, or base64 for images.
@@ -389,6 +394,95 @@ fn find_near_duplicates(
             .then(a.kbid.cmp(&b.kbid))
     });
     Ok(out)
+}
+
+/// Store a section exactly as described by `rec` (an import): content, tags, source key,
+/// near-duplicate bands and references (relative links against `base`). A section that
+/// already exists keeps its record; tags are merged and `standalone` is kept when either says
+/// so. Returns whether it was new.
+pub(crate) fn insert_stored(
+    t: &mut WriteTables<'_>,
+    kbid: &str,
+    rec: SectionRecord,
+    bytes: &[u8],
+    base: Option<&str>,
+) -> Result<bool> {
+    if let Some(mut existing) = t.section(kbid)? {
+        let mut changed = false;
+        for tag in &rec.tags {
+            if !existing.tags.contains(tag) {
+                existing.tags.push(tag.clone());
+                t.tags.insert(tag.as_str(), kbid)?;
+                changed = true;
+            }
+        }
+        if rec.standalone && !existing.standalone {
+            existing.standalone = true;
+            changed = true;
+        }
+        if changed {
+            t.put_section(kbid, &existing)?;
+            t.log(ChangeKind::SectionChanged, kbid)?;
+        }
+        return Ok(false);
+    }
+    if let Some(keys) = band_keys_of(&rec.section_type, bytes) {
+        for k in keys {
+            t.minhash_bands.insert(k, kbid)?;
+        }
+    }
+    for tag in &rec.tags {
+        t.tags.insert(tag.as_str(), kbid)?;
+    }
+    if let Some(k) = &rec.source_key {
+        t.source_keys.insert(k.as_str(), kbid)?;
+    }
+    let markers = crate::references::markers_of(&rec.section_type, bytes, base);
+    crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, kbid, &markers)?;
+    t.content.insert(kbid, bytes)?;
+    t.put_section(kbid, &rec)?;
+    t.log(ChangeKind::SectionAdded, kbid)?;
+    Ok(true)
+}
+
+/// Make `kbids` the ordered manifest of `docid` (creating the document when new), keeping the
+/// membership tables in step; `update` sets the other fields. Returns the kbids that left the
+/// document. No change (same kbids, same fields) writes nothing and returns None.
+pub(crate) fn set_manifest(
+    t: &mut WriteTables<'_>,
+    docid: &str,
+    kbids: Vec<String>,
+    update: impl FnOnce(&mut DocumentRecord),
+) -> Result<Option<Vec<String>>> {
+    let now = t.now().to_string();
+    let old = t.document(docid)?;
+    let mut new_doc = old.clone().unwrap_or_else(|| DocumentRecord::empty(&now));
+    new_doc.kbids = kbids;
+    update(&mut new_doc);
+    if let Some(o) = &old {
+        let mut same = o.clone();
+        same.updated_at = new_doc.updated_at.clone();
+        if same == new_doc {
+            return Ok(None);
+        }
+    }
+    let old_kbids = old.map(|d| d.kbids).unwrap_or_default();
+    let mut detached = Vec::new();
+    for k in &old_kbids {
+        if !new_doc.kbids.contains(k) && !detached.contains(k) {
+            t.remove_membership(docid, k)?;
+            detached.push(k.clone());
+        }
+    }
+    let mut added = std::collections::HashSet::new();
+    for k in &new_doc.kbids {
+        if !old_kbids.contains(k) && added.insert(k.clone()) {
+            t.add_membership(docid, k)?;
+        }
+    }
+    *t.document_mut(docid)? = Some(new_doc);
+    t.log(ChangeKind::DocumentChanged, docid)?;
+    Ok(Some(detached))
 }
 
 /// Append `kbid` to the document's ordered manifest (creating the document when new).

@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod index;
 mod learn;
+pub mod maintenance;
 pub mod model;
 mod recall;
 mod references;
@@ -25,6 +26,8 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
 
 pub use config::Config;
 pub use error::{KbError, Result};
+pub use maintenance::export::ExportOptions;
+pub use maintenance::import::{ImportProblem, ImportResult};
 pub use model::*;
 pub use search::{SearchItem, SearchItems, SearchRequest, SearchResponse};
 
@@ -43,16 +46,18 @@ pub struct Kb {
 impl Kb {
     /// Open an existing knowledge base in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Kb> {
-        Self::open_inner(dir.as_ref(), false).map(|(kb, _)| kb)
+        Self::open_inner(dir.as_ref(), false, false).map(|(kb, _)| kb)
     }
 
     /// Open the knowledge base in `dir`, creating the folder and database when missing.
     /// Returns whether it was created.
     pub fn open_or_create(dir: impl AsRef<Path>) -> Result<(Kb, bool)> {
-        Self::open_inner(dir.as_ref(), true)
+        Self::open_inner(dir.as_ref(), true, false)
     }
 
-    fn open_inner(dir: &Path, create: bool) -> Result<(Kb, bool)> {
+    /// `allow_plain`: create a database even in a folder that holds the plain-file layout
+    /// (what `migrate` does in place).
+    fn open_inner(dir: &Path, create: bool, allow_plain: bool) -> Result<(Kb, bool)> {
         let db_file = dir.join(store::DB_FILE);
         match std::fs::metadata(dir) {
             Ok(m) if !m.is_dir() => return Err(KbError::NotADirectory(dir.to_path_buf())),
@@ -67,6 +72,9 @@ impl Kb {
             Err(e) => return Err(KbError::io(format!("cannot access {}", dir.display()), e)),
         }
         let existed = db_file.exists();
+        if !existed && !allow_plain && maintenance::layout::is_plain_layout(dir) {
+            return Err(KbError::PlainLayout(dir.to_path_buf()));
+        }
         if !existed && !create {
             return Err(KbError::NotInitialized(dir.to_path_buf()));
         }
@@ -209,34 +217,13 @@ impl Kb {
                 });
             }
             let new_kbids: Vec<String> = out.iter().map(|s| s.kbid.clone()).collect();
-            let old = t.document(docid)?;
-            let changed = old
-                .as_ref()
-                .is_none_or(|d| d.kbids != new_kbids || d.title != doc_title);
-            let mut detached = Vec::new();
-            if changed {
-                let old_kbids = old.map(|d| d.kbids).unwrap_or_default();
-                for k in &old_kbids {
-                    if !new_kbids.contains(k) && !detached.contains(k) {
-                        t.remove_membership(docid, k)?;
-                        detached.push(k.clone());
-                    }
-                }
-                let mut added_members = std::collections::HashSet::new();
-                for k in &new_kbids {
-                    if !old_kbids.contains(k) && added_members.insert(k.clone()) {
-                        t.add_membership(docid, k)?;
-                    }
-                }
-                let now = t.now().to_string();
-                let doc = t
-                    .document_mut(docid)?
-                    .get_or_insert_with(|| model::records::DocumentRecord::empty(&now));
-                doc.kbids = new_kbids;
+            let now = t.now().to_string();
+            let change = learn::set_manifest(&mut t, docid, new_kbids, |doc| {
                 doc.title = doc_title.clone();
                 doc.updated_at = now;
-                t.log(model::records::ChangeKind::DocumentChanged, docid)?;
-            }
+            })?;
+            let changed = change.is_some();
+            let detached = change.unwrap_or_default();
             t.flush()?;
             DocumentLearnResult {
                 docid: docid.to_string(),
@@ -403,17 +390,32 @@ impl Kb {
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let sections = t.sections.len()?;
+        let last_change_seq = t.last_seq()?;
+        let (index_count, index_applied_seq, index_path) = {
+            let lex = self.lexical()?;
+            (
+                lex.searcher().num_docs(),
+                lex.applied_seq(),
+                lex.path().to_path_buf(),
+            )
+        };
         Ok(Status {
             initialized: true,
             context_path: self.dir.display().to_string(),
             cache_stats: CacheStats {
                 content_count: t.content.len()?,
-                index_count: self.lexical()?.searcher().num_docs(),
+                index_count,
             },
             sections,
             documents: t.documents.len()?,
             schema_version: store::migrate::read_version(&txn)?,
-            last_change_seq: t.last_seq()?,
+            last_change_seq,
+            database_bytes: std::fs::metadata(self.dir.join(store::DB_FILE))
+                .map(|m| m.len())
+                .unwrap_or(0),
+            index_bytes: folder_bytes(&index_path),
+            index_applied_seq,
+            index_pending_changes: last_change_seq.saturating_sub(index_applied_seq),
         })
     }
 
@@ -439,9 +441,238 @@ impl Kb {
         lex.commit()
     }
 
-    /// Rebuild the lexical index from the store. Returns the number of sections indexed.
-    pub fn rebuild_index(&self) -> Result<u64> {
-        self.lexical()?.rebuild(&self.db)
+    /// `rebuild`: reconstruct the lexical index from the store.
+    pub fn rebuild(&self) -> Result<RebuildResult> {
+        self.rebuild_with_progress(&|_, _| {})
+    }
+
+    pub fn rebuild_with_progress(&self, progress: &dyn Fn(u64, u64)) -> Result<RebuildResult> {
+        let start = Instant::now();
+        let (sections, terms) = self.lexical()?.rebuild(&self.db, progress)?;
+        Ok(RebuildResult {
+            sections_reindexed: sections,
+            terms_indexed: terms,
+            elapsed_ms: elapsed_ms(start),
+        })
+    }
+
+    /// `check`: verify checksums and kbids, types, orphans, manifests, references, divergent
+    /// source keys and the lexical index against the store (docs/maintenance.md).
+    pub fn check(&self) -> Result<CheckResult> {
+        self.check_with_progress(&|_, _| {})
+    }
+
+    /// `check`, reporting (sections done, total) as it goes.
+    pub fn check_with_progress(&self, progress: &dyn Fn(u64, u64)) -> Result<CheckResult> {
+        let start = Instant::now();
+        // Compare the index as of this very snapshot: apply and commit pending changes first,
+        // under the lock, and read the store inside it so no write slips in between.
+        let (txn, keys) = {
+            let mut lex = self.lexical()?;
+            let mut attempts = 0;
+            loop {
+                lex.catch_up(&self.db)?;
+                lex.commit()?;
+                let txn = self.db.begin_read()?;
+                let seq = ReadTables::open(&txn)?.last_seq()?;
+                attempts += 1;
+                // A write that committed between the catch-up and this snapshot would look like
+                // a missing index entry: catch up again.
+                if seq == lex.applied_seq() || attempts == 5 {
+                    break (txn, lex.indexed_keys()?);
+                }
+            }
+        };
+        let mut r = maintenance::check::check(&txn, Some(keys), progress)?;
+        r.elapsed_ms = elapsed_ms(start);
+        Ok(r)
+    }
+
+    /// `export`: write a consistent snapshot as the plain-file layout (docs/file-layout.md).
+    pub fn export(&self, opts: &ExportOptions) -> Result<ExportResult> {
+        self.export_with_progress(opts, &|_, _| {})
+    }
+
+    pub fn export_with_progress(
+        &self,
+        opts: &ExportOptions,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<ExportResult> {
+        let start = Instant::now();
+        let target = maintenance::export::resolve_target(opts)?;
+        if target == self.dir || self.dir.starts_with(&target) {
+            return Err(KbError::invalid(
+                "path",
+                format!(
+                    "{} would replace the database folder itself",
+                    target.display()
+                ),
+            ));
+        }
+        // One read transaction: the snapshot every file is written from.
+        let txn = self.db.begin_read()?;
+        let schema = store::migrate::read_version(&txn)?;
+        let w = maintenance::export::export(&txn, &target, opts, schema, &now(), progress)?;
+        Ok(ExportResult {
+            path: w.path.display().to_string(),
+            sections_exported: w.sections,
+            documents_exported: w.documents,
+            elapsed_ms: elapsed_ms(start),
+        })
+    }
+
+    /// `import`: read a plain-file layout into this database (docs/file-layout.md). Bad entries
+    /// are reported and skipped, or stop the import with `strict` (then nothing is written).
+    pub fn import(&self, path: &Path, strict: bool) -> Result<ImportResult> {
+        self.import_with_progress(path, strict, &|_, _| {})
+    }
+
+    pub fn import_with_progress(
+        &self,
+        path: &Path,
+        strict: bool,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<ImportResult> {
+        let start = Instant::now();
+        let plan = maintenance::import::read_layout(path, strict, &self.config.limits, progress)?;
+        self.apply_import(path, plan, start)
+    }
+
+    fn apply_import(
+        &self,
+        path: &Path,
+        plan: maintenance::import::Plan,
+        start: Instant,
+    ) -> Result<ImportResult> {
+        let bases = maintenance::import::reference_bases(&plan.documents);
+        let txn = self.begin_write()?;
+        let mut result = ImportResult {
+            path: path.display().to_string(),
+            sections_imported: 0,
+            sections_existing: 0,
+            documents_imported: 0,
+            documents_replaced: 0,
+            synonyms_imported: 0,
+            vectors_found: plan.vectors_found,
+            problems: plan.problems,
+            elapsed_ms: 0.0,
+        };
+        {
+            let mut t = WriteTables::open(&txn, now())?;
+            for s in plan.sections {
+                let base = bases.get(s.kbid.as_str()).copied();
+                if learn::insert_stored(&mut t, &s.kbid, s.record, &s.bytes, base)? {
+                    result.sections_imported += 1;
+                } else {
+                    result.sections_existing += 1;
+                }
+            }
+            for d in plan.documents {
+                let existed = t.document(&d.docid)?.is_some();
+                let change = learn::set_manifest(&mut t, &d.docid, d.kbids, |doc| {
+                    doc.title = d.title;
+                    doc.doc_type = d.doc_type;
+                    doc.metadata = d.metadata;
+                    doc.created_at = d.created_at;
+                    doc.updated_at = d.updated_at;
+                })?;
+                result.documents_imported += 1;
+                if existed && change.is_some() {
+                    result.documents_replaced += 1;
+                }
+            }
+            t.flush()?;
+        }
+        for (term, synonyms) in &plan.synonyms {
+            store::synonyms::add(&txn, term, synonyms)?;
+            result.synonyms_imported += 1;
+        }
+        txn.commit()?;
+        self.index_committed_changes();
+        result.elapsed_ms = elapsed_ms(start);
+        Ok(result)
+    }
+
+    /// `migrate`: turn a folder in the plain-file layout into a database. With `new_dir` the
+    /// database is created there and the old folder is left untouched; without, it is created
+    /// in place and the plain files move into `plain-layout-<time>/` inside the folder.
+    pub fn migrate(old_dir: &Path, new_dir: Option<&Path>) -> Result<(Kb, ImportResult)> {
+        Self::migrate_with_progress(old_dir, new_dir, &|_, _| {})
+    }
+
+    pub fn migrate_with_progress(
+        old_dir: &Path,
+        new_dir: Option<&Path>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<(Kb, ImportResult)> {
+        if !maintenance::layout::is_plain_layout(old_dir) {
+            return Err(KbError::BadImport {
+                path: old_dir.display().to_string(),
+                reason: "is not a plain-file layout (catalog.toml and sections/ are required)"
+                    .into(),
+            });
+        }
+        let in_place = new_dir.is_none_or(|n| n == old_dir);
+        let target = new_dir.unwrap_or(old_dir);
+        if target.join(store::DB_FILE).exists() {
+            return Err(KbError::invalid(
+                "db",
+                format!(
+                    "{} already holds a database; use `kbdb import` to add to it",
+                    target.display()
+                ),
+            ));
+        }
+        // Read and verify everything before creating anything: an unreadable layout leaves no
+        // empty database behind.
+        let start = Instant::now();
+        let limits = Config::load(target).map(|c| c.limits).unwrap_or_default();
+        let plan = maintenance::import::read_layout(old_dir, false, &limits, progress)?;
+        let (kb, _) = Self::open_inner(target, true, in_place)?;
+        let result = kb.apply_import(old_dir, plan, start)?;
+        if in_place {
+            let backup = old_dir.join(format!("plain-layout-{}", now().replace(':', "-")));
+            std::fs::create_dir(&backup)
+                .map_err(|e| KbError::io(format!("cannot create {}", backup.display()), e))?;
+            for name in [
+                maintenance::layout::CATALOG,
+                maintenance::layout::SECTIONS_DIR,
+                maintenance::layout::DOCUMENTS_DIR,
+                maintenance::layout::INDEXES_DIR,
+                maintenance::layout::SYNONYMS,
+            ] {
+                let from = old_dir.join(name);
+                if from.exists() {
+                    std::fs::rename(&from, backup.join(name)).map_err(|e| {
+                        KbError::io(format!("cannot move {} aside", from.display()), e)
+                    })?;
+                }
+            }
+        }
+        Ok((kb, result))
+    }
+
+    /// `gc`: remove sections no document holds that were not learned on their own.
+    pub fn gc(&self) -> Result<GcResult> {
+        let start = Instant::now();
+        let txn = self.begin_write()?;
+        let (removed_sections, removed_bytes) = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let r = maintenance::gc::collect(&mut t)?;
+            t.flush()?;
+            r
+        };
+        if removed_sections > 0 {
+            txn.commit()?;
+            self.index_committed_changes();
+        } else {
+            txn.abort()?;
+        }
+        Ok(GcResult {
+            removed_sections,
+            removed_bytes,
+            elapsed_ms: elapsed_ms(start),
+        })
     }
 
     /// Add user synonyms: `term` and each of `synonyms` match each other at query time.
@@ -502,6 +733,21 @@ impl Drop for Kb {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Total size of the files under `dir` (0 when unreadable).
+fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => folder_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn elapsed_ms(start: Instant) -> f64 {

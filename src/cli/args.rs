@@ -20,7 +20,8 @@ Examples:
   KBDB_DIR=~/kb kbdb status                   use another database
 
 Exit codes: 0 ok, 1 internal or storage error, 2 usage error, 3 invalid input,
-4 not found, 5 database unavailable (missing, not a folder, in use), 6 some --jsonl lines failed.";
+4 not found, 5 database unavailable (missing, not a folder, in use), 6 some --jsonl lines failed,
+7 check found errors.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -134,6 +135,57 @@ Examples:
 
     /// Show database status and counts
     Status,
+
+    /// Verify integrity: checksums, types, orphans, references, source keys, the index
+    #[command(after_help = "Exit code 7 when errors are found (warnings alone exit 0).")]
+    Check,
+
+    /// Remove sections no document holds (sections learned on their own are kept)
+    Gc,
+
+    /// Rebuild the lexical index from the store
+    Rebuild,
+
+    /// Write a snapshot as plain files (sections, documents, catalog) for backup or migration
+    #[command(after_help = "\
+The layout is described in docs/file-layout.md. The snapshot is consistent (one read
+transaction) and appears at PATH only when complete (written beside it, then renamed).
+
+Examples:
+  kbdb export backup/kb-2026-11-30
+  kbdb export backup/kb --with-indexes --force")]
+    Export {
+        /// Destination folder
+        #[arg(default_value = "kbdb-export")]
+        path: PathBuf,
+        /// Also write indexes/ (terms, positions, corpus, references; vectors when present)
+        #[arg(long)]
+        with_indexes: bool,
+        /// Replace a non-empty destination
+        #[arg(long)]
+        force: bool,
+    },
+
+    /// Read a plain-file layout (an export) into this database, creating it if needed
+    #[command(after_help = "\
+Every entry is verified (checksum, kbid, type, paths); bad ones are reported and skipped,
+or with --strict the import stops at the first and writes nothing.")]
+    Import {
+        /// The folder holding catalog.toml, sections/ and documents/
+        path: PathBuf,
+        /// Stop at the first bad entry (nothing is written)
+        #[arg(long)]
+        strict: bool,
+    },
+
+    /// Turn a folder in the plain-file layout into a database (in place, or into --db)
+    #[command(after_help = "\
+In place (no --db), the plain files move into OLD_DIR/plain-layout-<time>/ once the database
+holds them; with --db NEW the old folder is left untouched.")]
+    Migrate {
+        /// Folder in the plain-file layout
+        old_dir: PathBuf,
+    },
 
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {

@@ -13,6 +13,7 @@ pub const DEFAULT_DB: &str = ".kbdb";
 
 pub fn dispatch(cli: Cli) -> i32 {
     let format = cli.format;
+    let explicit_db = cli.db.clone();
     let db = cli.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
     let result = match cli.command {
         Command::Completions { shell } => {
@@ -106,13 +107,46 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
+        Command::Export {
+            path,
+            with_indexes,
+            force,
+        } => Kb::open(&db).and_then(|kb| {
+            super::maintenance::export(&kb, format, path, with_indexes, force)
+        }),
+        Command::Import { path, strict } => Kb::open_or_create(&db)
+            .and_then(|(kb, _)| super::maintenance::import(&kb, format, &path, strict)),
+        Command::Migrate { old_dir } => {
+            super::maintenance::migrate(format, &old_dir, explicit_db.as_deref())
+        }
+        Command::Check => Kb::open(&db).and_then(|kb| super::maintenance::check(&kb, format)),
+        Command::Gc => Kb::open(&db).and_then(|kb| {
+            let r = kb.gc()?;
+            match format {
+                Format::Json => print_json(&r, false),
+                Format::Text => print_text(&format!(
+                    "removed {} section(s), {} bytes",
+                    r.removed_sections, r.removed_bytes
+                )),
+            }
+            Ok(EXIT_OK)
+        }),
+        Command::Rebuild => Kb::open(&db).and_then(|kb| super::maintenance::rebuild(&kb, format)),
         Command::Status => Kb::open(&db).and_then(|kb| {
             let s = kb.status()?;
             match format {
                 Format::Json => print_json(&s, true),
                 Format::Text => print_text(&format!(
-                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}",
-                    s.context_path, s.sections, s.documents, s.schema_version, s.last_change_seq
+                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}\nstore:     {} bytes\nindex:     {} bytes, {} section(s), {} change(s) pending",
+                    s.context_path,
+                    s.sections,
+                    s.documents,
+                    s.schema_version,
+                    s.last_change_seq,
+                    s.database_bytes,
+                    s.index_bytes,
+                    s.cache_stats.index_count,
+                    s.index_pending_changes
                 )),
             }
             Ok(EXIT_OK)

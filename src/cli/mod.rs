@@ -3,6 +3,7 @@
 pub mod args;
 mod commands;
 mod learn;
+mod maintenance;
 pub mod output;
 mod recall;
 

@@ -13,14 +13,18 @@ pub const EXIT_INVALID: i32 = 3;
 pub const EXIT_NOT_FOUND: i32 = 4;
 pub const EXIT_UNAVAILABLE: i32 = 5;
 pub const EXIT_PARTIAL: i32 = 6;
+pub const EXIT_CHECK_FAILED: i32 = 7;
 
 pub fn exit_code(e: &KbError) -> i32 {
     match e {
-        KbError::InvalidInput { .. } | KbError::Config { .. } => EXIT_INVALID,
-        KbError::NotFound(_) => EXIT_NOT_FOUND,
-        KbError::NotInitialized(_) | KbError::NotADirectory(_) | KbError::Locked(_) => {
-            EXIT_UNAVAILABLE
+        KbError::InvalidInput { .. } | KbError::Config { .. } | KbError::BadImport { .. } => {
+            EXIT_INVALID
         }
+        KbError::NotFound(_) => EXIT_NOT_FOUND,
+        KbError::NotInitialized(_)
+        | KbError::NotADirectory(_)
+        | KbError::Locked(_)
+        | KbError::PlainLayout(_) => EXIT_UNAVAILABLE,
         _ => EXIT_INTERNAL,
     }
 }

@@ -180,27 +180,30 @@ impl LexicalIndex {
         let (schema, _) = schema();
         let index = Index::create_in_dir(path, schema).map_err(|e| tantivy_err("create", e))?;
         let mut idx = Self::with_index(path.to_path_buf(), index)?;
-        idx.reindex_all(db)?;
+        idx.reindex_all(db, &|_, _| {})?;
         Ok(idx)
     }
 
-    /// Rebuild in place from the store (the `rebuild` operation). Returns sections indexed.
-    pub fn rebuild(&mut self, db: &Database) -> Result<u64> {
+    /// Rebuild in place from the store (the `rebuild` operation). Returns (sections indexed,
+    /// the sum of their distinct-term counts).
+    pub fn rebuild(&mut self, db: &Database, progress: &dyn Fn(u64, u64)) -> Result<(u64, u64)> {
         self.writer
             .delete_all_documents()
             .map_err(|e| tantivy_err("clear", e))?;
-        let n = self.reindex_all(db)?;
+        let n = self.reindex_all(db, progress)?;
         self.commit()?;
         Ok(n)
     }
 
-    fn reindex_all(&mut self, db: &Database) -> Result<u64> {
+    fn reindex_all(&mut self, db: &Database, progress: &dyn Fn(u64, u64)) -> Result<(u64, u64)> {
         let txn = db.begin_read()?;
         let sections = txn.open_table(SECTIONS)?;
         let content = txn.open_table(CONTENT)?;
         let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
         let changes = txn.open_table(CHANGES)?;
+        let total = redb::ReadableTableMetadata::len(&sections)?;
         let mut n = 0;
+        let mut terms = 0;
         for row in sections.iter()? {
             let (k, v) = row?;
             let kbid = k.value();
@@ -212,10 +215,15 @@ impl LexicalIndex {
             let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
             self.add(kbid, &rec, &bytes, &docids)?;
             n += 1;
+            terms += rec.terms_count;
+            if n % 1024 == 0 {
+                progress(n, total);
+            }
         }
+        progress(n, total);
         self.applied_seq = changes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
         self.dirty = true;
-        Ok(n)
+        Ok((n, terms))
     }
 
     /// Apply every change after the last applied sequence (read-only on the store).
@@ -326,6 +334,28 @@ impl LexicalIndex {
 
     pub fn searcher(&self) -> Searcher {
         self.reader.searcher()
+    }
+
+    /// The `kbid_key` of every live document in the committed index (one entry per document,
+    /// so a section indexed twice appears twice).
+    pub fn indexed_keys(&self) -> Result<Vec<u64>> {
+        let searcher = self.searcher();
+        let mut out = Vec::with_capacity(searcher.num_docs() as usize);
+        for segment in searcher.segment_readers() {
+            let column = segment
+                .fast_fields()
+                .u64("kbid_key")
+                .map_err(|e| tantivy_err("read kbid_key", e))?;
+            let alive = segment.alive_bitset();
+            for doc in 0..segment.max_doc() {
+                if alive.is_none_or(|a| a.is_alive(doc))
+                    && let Some(k) = column.first(doc)
+                {
+                    out.push(k);
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub fn applied_seq(&self) -> u64 {

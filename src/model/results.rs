@@ -105,6 +105,14 @@ pub struct Status {
     pub documents: u64,
     pub schema_version: u32,
     pub last_change_seq: u64,
+    /// Size of the database file (`kbdb.redb`) in bytes.
+    pub database_bytes: u64,
+    /// Size of the lexical index folder in bytes.
+    pub index_bytes: u64,
+    /// The last change the lexical index has applied; changes after it are replayed on the
+    /// next search (or open).
+    pub index_applied_seq: u64,
+    pub index_pending_changes: u64,
 }
 
 /// One section of a document learned from markdown.
@@ -248,4 +256,57 @@ pub struct RecallItem {
 pub enum Recalled {
     One(Box<RecallItem>),
     Many(Vec<RecallItem>),
+}
+
+/// One finding of `check`: `{type, entity, detail}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckFinding {
+    /// `checksum_mismatch`, `orphan_section`, `orphan_document`, `broken_reference`,
+    /// `type_mismatch`, `circular_reference`, `divergent_content`, `manifest_mismatch`,
+    /// `index_mismatch` (docs/maintenance.md).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The kbid, docid or source key concerned.
+    pub entity: String,
+    pub detail: String,
+}
+
+/// Result of `check`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckResult {
+    /// No errors (warnings do not count).
+    pub ok: bool,
+    pub errors: Vec<CheckFinding>,
+    /// Findings that are worth knowing but not damage (reference cycles).
+    pub warnings: Vec<CheckFinding>,
+    pub sections_checked: u64,
+    pub documents_checked: u64,
+    pub references_checked: u64,
+    pub elapsed_ms: f64,
+}
+
+/// Result of `gc`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GcResult {
+    pub removed_sections: u64,
+    pub removed_bytes: u64,
+    pub elapsed_ms: f64,
+}
+
+/// Result of `rebuild`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RebuildResult {
+    pub sections_reindexed: u64,
+    /// Terms of the reindexed text (the sum of each section's distinct terms).
+    pub terms_indexed: u64,
+    pub elapsed_ms: f64,
+}
+
+/// Result of `export` (compact JSON in the spec).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExportResult {
+    pub path: String,
+    pub sections_exported: u64,
+    pub documents_exported: u64,
+    pub elapsed_ms: f64,
 }

@@ -1,0 +1,140 @@
+//! `check`, `export`, `import`, `migrate`: maintenance commands, with a progress bar on stderr
+//! when it is a terminal.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+use kbdb::{CheckResult, ExportOptions, ImportResult, Kb, KbError};
+
+use super::args::Format;
+use super::output::{EXIT_CHECK_FAILED, EXIT_OK, print_json, print_text};
+
+/// A progress bar on stderr when it is a terminal; hidden otherwise (pipes, CI, MCP).
+pub fn progress_bar(label: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} ({eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(label.to_string());
+    bar
+}
+
+/// A progress callback `(done, total)` driving `bar`.
+pub fn reporter(bar: &ProgressBar) -> impl Fn(u64, u64) + '_ {
+    move |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    }
+}
+
+pub fn check(kb: &Kb, format: Format) -> Result<i32, KbError> {
+    let bar = progress_bar("check");
+    let r = kb.check_with_progress(&reporter(&bar))?;
+    bar.finish_and_clear();
+    match format {
+        Format::Json => print_json(&r, true),
+        Format::Text => print_text(&check_text(&r)),
+    }
+    Ok(if r.ok { EXIT_OK } else { EXIT_CHECK_FAILED })
+}
+
+fn check_text(r: &CheckResult) -> String {
+    let mut out = format!(
+        "{}: {} section(s), {} document(s), {} reference(s) checked in {:.0} ms",
+        if r.ok { "ok" } else { "errors found" },
+        r.sections_checked,
+        r.documents_checked,
+        r.references_checked,
+        r.elapsed_ms
+    );
+    for (label, list) in [("error", &r.errors), ("warning", &r.warnings)] {
+        for f in list {
+            out.push_str(&format!("\n{label}: {} {}: {}", f.kind, f.entity, f.detail));
+        }
+    }
+    out
+}
+
+pub fn export(
+    kb: &Kb,
+    format: Format,
+    path: PathBuf,
+    with_indexes: bool,
+    force: bool,
+) -> Result<i32, KbError> {
+    let bar = progress_bar("export");
+    let opts = ExportOptions {
+        path,
+        with_indexes,
+        force,
+        confine_to: None,
+    };
+    let r = kb.export_with_progress(&opts, &reporter(&bar))?;
+    bar.finish_and_clear();
+    match format {
+        Format::Json => print_json(&r, false),
+        Format::Text => print_text(&format!(
+            "exported {} section(s) and {} document(s) to {}",
+            r.sections_exported, r.documents_exported, r.path
+        )),
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn import(kb: &Kb, format: Format, path: &Path, strict: bool) -> Result<i32, KbError> {
+    let bar = progress_bar("import");
+    let r = kb.import_with_progress(path, strict, &reporter(&bar))?;
+    bar.finish_and_clear();
+    print_import(format, &r);
+    Ok(EXIT_OK)
+}
+
+pub fn migrate(format: Format, old_dir: &Path, new_db: Option<&Path>) -> Result<i32, KbError> {
+    let bar = progress_bar("migrate");
+    let (_kb, r) = Kb::migrate_with_progress(old_dir, new_db, &reporter(&bar))?;
+    bar.finish_and_clear();
+    print_import(format, &r);
+    Ok(EXIT_OK)
+}
+
+fn print_import(format: Format, r: &ImportResult) {
+    match format {
+        Format::Json => print_json(r, true),
+        Format::Text => {
+            let mut out = format!(
+                "imported {} section(s) ({} already present), {} document(s) ({} replaced), {} synonym term(s) from {}",
+                r.sections_imported,
+                r.sections_existing,
+                r.documents_imported,
+                r.documents_replaced,
+                r.synonyms_imported,
+                r.path
+            );
+            for p in &r.problems {
+                out.push_str(&format!("\nskipped {}: {}", p.path, p.reason));
+            }
+            print_text(&out);
+        }
+    }
+}
+
+pub fn rebuild(kb: &Kb, format: Format) -> Result<i32, KbError> {
+    let bar = progress_bar("rebuild");
+    let r = kb.rebuild_with_progress(&reporter(&bar))?;
+    bar.finish_and_clear();
+    match format {
+        Format::Json => print_json(&r, false),
+        Format::Text => print_text(&format!(
+            "reindexed {} section(s), {} terms in {:.0} ms",
+            r.sections_reindexed, r.terms_indexed, r.elapsed_ms
+        )),
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,296 @@
+//! `export`: a consistent snapshot (one read transaction) of the store written as the
+//! plain-file layout into a temporary sibling folder, then renamed into place.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use redb::{ReadTransaction, ReadableTable};
+
+use super::layout::{self, Catalog, CatalogInfo, DocumentManifest, SectionMeta};
+use crate::error::{KbError, Result};
+use crate::model::records::{DocumentRecord, SectionRecord, decode};
+use crate::store::txn::ReadTables;
+
+/// What to export and where.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// Destination folder (created; must be absent or empty unless `force`).
+    pub path: PathBuf,
+    /// Also write `indexes/` (derived data another program can read).
+    pub with_indexes: bool,
+    /// Replace a non-empty destination.
+    pub force: bool,
+    /// Refuse destinations outside this folder (the MCP rule: the folder that holds the
+    /// database, unless configured otherwise).
+    pub confine_to: Option<PathBuf>,
+}
+
+/// Counts written, for the result.
+pub(crate) struct Written {
+    pub path: PathBuf,
+    pub sections: u64,
+    pub documents: u64,
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> KbError {
+    move |e| KbError::io(what, e)
+}
+
+/// Where the export goes, checked before anything is written: the absolute destination.
+pub(crate) fn resolve_target(opts: &ExportOptions) -> Result<PathBuf> {
+    let invalid = |m: String| KbError::invalid("path", m);
+    let path = &opts.path;
+    let name = path
+        .file_name()
+        .filter(|n| *n != "." && *n != "..")
+        .ok_or_else(|| invalid(format!("{} does not name a folder", path.display())))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&parent).map_err(io(format!("cannot create {}", parent.display())))?;
+    let parent = parent
+        .canonicalize()
+        .map_err(io(format!("cannot resolve {}", parent.display())))?;
+    let target = parent.join(name);
+    if let Some(root) = &opts.confine_to {
+        let root = root
+            .canonicalize()
+            .map_err(io(format!("cannot resolve {}", root.display())))?;
+        if !target.starts_with(&root) {
+            return Err(invalid(format!(
+                "{} is outside {}; exports are confined to the folder that holds the database",
+                target.display(),
+                root.display()
+            )));
+        }
+    }
+    match fs::symlink_metadata(&target) {
+        Ok(m) if m.file_type().is_symlink() => Err(invalid(format!(
+            "{} is a symbolic link; export writes a real folder (remove the link or choose another path)",
+            target.display()
+        ))),
+        Ok(m) if !m.is_dir() => Err(invalid(format!(
+            "{} exists and is not a folder",
+            target.display()
+        ))),
+        Ok(_) => {
+            let non_empty = fs::read_dir(&target)
+                .map_err(io(format!("cannot read {}", target.display())))?
+                .next()
+                .is_some();
+            if non_empty && !opts.force {
+                Err(invalid(format!(
+                    "{} is not empty; use --force to replace it",
+                    target.display()
+                )))
+            } else {
+                Ok(target)
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(target),
+        Err(e) => Err(KbError::io(
+            format!("cannot access {}", target.display()),
+            e,
+        )),
+    }
+}
+
+/// Write the snapshot of `txn` into `target` (via a temporary sibling).
+pub(crate) fn export(
+    txn: &ReadTransaction,
+    target: &Path,
+    opts: &ExportOptions,
+    schema_version: u32,
+    now: &str,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Written> {
+    let parent = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let tmp = parent.join(format!(".{name}.export-{unique}"));
+    fs::create_dir(&tmp).map_err(io(format!("cannot create {}", tmp.display())))?;
+    let written = write_all(txn, &tmp, opts, schema_version, now, progress).inspect(|_| {
+        sync_dir(&tmp);
+    });
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    // Swap into place: an existing (forced) target moves aside first and is removed after.
+    let old = parent.join(format!(".{name}.replaced-{unique}"));
+    let had_old = target.exists();
+    if had_old {
+        fs::rename(target, &old).map_err(io(format!("cannot move {} aside", target.display())))?;
+    }
+    if let Err(e) = fs::rename(&tmp, target) {
+        if had_old {
+            let _ = fs::rename(&old, target);
+        }
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(KbError::io(
+            format!("cannot rename into {}", target.display()),
+            e,
+        ));
+    }
+    if had_old {
+        let _ = fs::remove_dir_all(&old);
+    }
+    sync_dir(parent);
+    Ok(Written {
+        path: target.to_path_buf(),
+        ..written
+    })
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+/// Create a new file (never following or replacing anything) and write `bytes`.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io(format!("cannot create {}", path.display())))?;
+    f.write_all(bytes)
+        .map_err(io(format!("cannot write {}", path.display())))?;
+    Ok(())
+}
+
+fn toml_text<T: serde::Serialize>(value: &T) -> Result<String> {
+    toml::to_string(value).map_err(|e| KbError::Storage(format!("cannot write TOML: {e}")))
+}
+
+fn write_all(
+    txn: &ReadTransaction,
+    root: &Path,
+    opts: &ExportOptions,
+    schema_version: u32,
+    now: &str,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Written> {
+    let t = ReadTables::open(txn)?;
+    let total = redb::ReadableTableMetadata::len(&t.sections)?
+        + redb::ReadableTableMetadata::len(&t.documents)?;
+    let mut done = 0u64;
+    let mut sections = 0u64;
+    let mut index_input = Vec::new();
+    for row in t.sections.iter()? {
+        let (k, v) = row?;
+        let kbid = k.value();
+        let rec: SectionRecord = decode("sections", kbid, v.value())?;
+        let bytes = t.content(kbid)?.ok_or_else(|| KbError::Corrupt {
+            table: "content",
+            key: kbid.to_string(),
+            detail: "section has no content".into(),
+        })?;
+        let dir = layout::section_dir(root, kbid);
+        fs::create_dir_all(&dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        let file = format!("{kbid}.{}", layout::extension(&rec.section_type));
+        write_new(&dir.join(&file), &bytes)?;
+        if opts.with_indexes {
+            index_input.push((kbid.to_string(), rec.section_type.clone(), bytes.clone()));
+        }
+        let meta = SectionMeta {
+            kbid: kbid.to_string(),
+            section_type: rec.section_type,
+            file,
+            title: rec.title,
+            description: rec.description,
+            tags: rec.tags,
+            source_key: rec.source_key,
+            standalone: rec.standalone,
+            created_at: rec.created_at,
+            updated_at: rec.updated_at,
+            size: rec.size,
+            checksum: rec.checksum,
+        };
+        write_new(
+            &dir.join(format!("{kbid}.toml")),
+            toml_text(&meta)?.as_bytes(),
+        )?;
+        sections += 1;
+        done += 1;
+        if done.is_multiple_of(256) {
+            progress(done, total);
+        }
+    }
+    fs::create_dir_all(root.join(layout::DOCUMENTS_DIR))
+        .map_err(io(format!("cannot create {}", root.display())))?;
+    let mut documents = 0u64;
+    for row in t.documents.iter()? {
+        let (k, v) = row?;
+        let docid = k.value();
+        // Stored docids were validated when learned; check again so no path can escape.
+        crate::model::validate::validate_docid(docid)?;
+        let doc: DocumentRecord = decode("documents", docid, v.value())?;
+        let path = layout::document_path(root, docid);
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(io(format!("cannot create {}", dir.display())))?;
+        }
+        let manifest = DocumentManifest {
+            docid: docid.to_string(),
+            title: doc.title,
+            doc_type: doc.doc_type,
+            metadata: doc.metadata,
+            created_at: doc.created_at,
+            updated_at: doc.updated_at,
+            kbids: doc.kbids,
+        };
+        write_new(&path, toml_text(&manifest)?.as_bytes())?;
+        documents += 1;
+        done += 1;
+        if done.is_multiple_of(256) {
+            progress(done, total);
+        }
+    }
+    let synonyms = crate::store::synonyms::list(txn)?;
+    if !synonyms.is_empty() {
+        let table: std::collections::BTreeMap<String, Vec<String>> = synonyms
+            .iter()
+            .map(|e| (e.term.clone(), e.synonyms.clone()))
+            .collect();
+        let doc = std::collections::BTreeMap::from([("synonyms", table)]);
+        write_new(&root.join(layout::SYNONYMS), toml_text(&doc)?.as_bytes())?;
+    }
+    if opts.with_indexes {
+        super::write_export_indexes(&t, root, &index_input, now)?;
+    }
+    let catalog = Catalog {
+        catalog: CatalogInfo {
+            format_version: layout::FORMAT_VERSION,
+            kbdb_version: env!("CARGO_PKG_VERSION").to_string(),
+            schema_version,
+            exported_at: now.to_string(),
+            sections,
+            documents,
+            synonyms: synonyms.len() as u64,
+            with_indexes: opts.with_indexes,
+        },
+    };
+    write_new(&root.join(layout::CATALOG), toml_text(&catalog)?.as_bytes())?;
+    progress(total, total);
+    Ok(Written {
+        path: root.to_path_buf(),
+        sections,
+        documents,
+    })
+}

@@ -1,0 +1,468 @@
+//! `import`: read a plain-file layout, verify every entry (checksum, kbid, type, paths), report
+//! and skip bad ones (or stop at the first with `strict`), and write the rest in one
+//! transaction. The lexical index catches up from the change log like after any write.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::layout::{self, Catalog, DocumentManifest, SectionMeta};
+use super::vectors_idx::{VectorsIdx, VectorsMeta};
+use crate::error::{KbError, Result};
+use crate::model::kbid;
+use crate::model::records::SectionRecord;
+use crate::model::validate;
+
+/// One entry that was not imported, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ImportProblem {
+    /// Path relative to the layout's root.
+    pub path: String,
+    pub reason: String,
+}
+
+/// Result of `import` / `migrate`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ImportResult {
+    pub path: String,
+    pub sections_imported: u64,
+    /// Sections that were already in the database (same content, same kbid).
+    pub sections_existing: u64,
+    pub documents_imported: u64,
+    /// Documents that existed in the database and were replaced by the imported manifest.
+    pub documents_replaced: u64,
+    pub synonyms_imported: u64,
+    /// Vectors found in `indexes/vectors.idx` and valid (kept for when the database has a
+    /// vector store of the same model; see docs/file-layout.md).
+    pub vectors_found: u64,
+    pub problems: Vec<ImportProblem>,
+    pub elapsed_ms: f64,
+}
+
+/// A section read and verified, ready to be written.
+pub(crate) struct ReadySection {
+    pub kbid: String,
+    pub record: SectionRecord,
+    pub bytes: Vec<u8>,
+}
+
+/// Everything read from a layout.
+pub(crate) struct Plan {
+    pub sections: Vec<ReadySection>,
+    pub documents: Vec<DocumentManifest>,
+    pub synonyms: BTreeMap<String, Vec<String>>,
+    pub vectors_found: u64,
+    pub problems: Vec<ImportProblem>,
+}
+
+struct Reader<'a> {
+    root: &'a Path,
+    strict: bool,
+    problems: Vec<ImportProblem>,
+}
+
+impl Reader<'_> {
+    fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(self.root)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Record a bad entry; in strict mode it is the error that stops the import.
+    fn problem(&mut self, path: &Path, reason: impl Into<String>) -> Result<()> {
+        let p = ImportProblem {
+            path: self.rel(path),
+            reason: reason.into(),
+        };
+        if self.strict {
+            return Err(KbError::BadImport {
+                path: p.path,
+                reason: p.reason,
+            });
+        }
+        self.problems.push(p);
+        Ok(())
+    }
+}
+
+/// A regular file's bytes; symbolic links are refused (an import never follows a link out of
+/// the layout).
+fn read_regular(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err("is a symbolic link (not followed)".into()),
+        Ok(m) if !m.is_file() => Err("is not a regular file".into()),
+        Ok(_) => fs::read(path).map_err(|e| format!("cannot be read: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("is missing".into()),
+        Err(e) => Err(format!("cannot be read: {e}")),
+    }
+}
+
+fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> std::result::Result<T, String> {
+    let bytes = read_regular(path)?;
+    let text = String::from_utf8(bytes).map_err(|_| "is not UTF-8".to_string())?;
+    toml::from_str(&text).map_err(|e| format!("is not valid: {}", e.message()))
+}
+
+/// Entries of a folder, sorted by name (deterministic reports); symlinks are reported.
+fn entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = match fs::read_dir(dir) {
+        Ok(rd) => rd.flatten().map(|e| e.path()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(KbError::io(format!("cannot read {}", dir.display()), e)),
+    };
+    out.sort();
+    Ok(out)
+}
+
+/// Read and verify the layout at `root`.
+pub(crate) fn read_layout(
+    root: &Path,
+    strict: bool,
+    limits: &crate::config::Limits,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Plan> {
+    let catalog_path = root.join(layout::CATALOG);
+    let catalog: Catalog = read_toml(&catalog_path).map_err(|reason| KbError::BadImport {
+        path: layout::CATALOG.into(),
+        reason: format!(
+            "{reason} — {} is not a kbdb export (catalog.toml is required)",
+            root.display()
+        ),
+    })?;
+    if catalog.catalog.format_version != layout::FORMAT_VERSION {
+        return Err(KbError::BadImport {
+            path: layout::CATALOG.into(),
+            reason: format!(
+                "format_version {} is not known to this kbdb (it reads version {}); upgrade kbdb",
+                catalog.catalog.format_version,
+                layout::FORMAT_VERSION
+            ),
+        });
+    }
+    let mut r = Reader {
+        root,
+        strict,
+        problems: Vec::new(),
+    };
+    let expected = catalog.catalog.sections + catalog.catalog.documents;
+
+    // Sections: sections/<2 chars>/<kbid>.toml beside <kbid>.<ext>.
+    let mut sections = Vec::new();
+    let mut done = 0u64;
+    for fan in entries(&root.join(layout::SECTIONS_DIR))? {
+        if !fan.is_dir() || fs::symlink_metadata(&fan).is_ok_and(|m| m.file_type().is_symlink()) {
+            r.problem(&fan, "is not a fan-out folder of sections")?;
+            continue;
+        }
+        for path in entries(&fan)? {
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue; // content files are read through their metadata
+            }
+            done += 1;
+            if done.is_multiple_of(256) {
+                progress(done, expected);
+            }
+            match read_section(&path, limits) {
+                Ok(s) => sections.push(s),
+                Err(reason) => r.problem(&path, reason)?,
+            }
+        }
+    }
+    // Content files without metadata are reported too (they would be silently lost).
+    let known: HashSet<&str> = sections.iter().map(|s| s.kbid.as_str()).collect();
+    for fan in entries(&root.join(layout::SECTIONS_DIR))? {
+        if !fan.is_dir() {
+            continue;
+        }
+        for path in entries(&fan)? {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if path.extension().is_some_and(|e| e != "toml")
+                && !known.contains(stem)
+                && !path.with_extension("toml").exists()
+            {
+                r.problem(&path, "content file without its metadata (.toml); skipped")?;
+            }
+        }
+    }
+    let imported: HashSet<String> = sections.iter().map(|s| s.kbid.clone()).collect();
+
+    // Documents: documents/<docid>.toml, docid = the path below documents/.
+    let mut documents = Vec::new();
+    let docs_root = root.join(layout::DOCUMENTS_DIR);
+    let mut stack = vec![docs_root.clone()];
+    while let Some(dir) = stack.pop() {
+        for path in entries(&dir)? {
+            let meta = fs::symlink_metadata(&path);
+            if meta.as_ref().is_ok_and(|m| m.file_type().is_symlink()) {
+                r.problem(&path, "is a symbolic link (not followed)")?;
+                continue;
+            }
+            if meta.is_ok_and(|m| m.is_dir()) {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "toml") {
+                r.problem(&path, "is not a document manifest (.toml); skipped")?;
+                continue;
+            }
+            done += 1;
+            if done.is_multiple_of(256) {
+                progress(done, expected);
+            }
+            match read_document(&docs_root, &path, &imported) {
+                Ok((doc, missing)) => {
+                    for k in missing {
+                        r.problem(
+                            &path,
+                            format!("lists section {k}, which is not in the layout (or was skipped); dropped from the manifest"),
+                        )?;
+                    }
+                    if doc.kbids.is_empty() {
+                        r.problem(&path, "has no importable section; skipped")?;
+                    } else {
+                        documents.push(doc);
+                    }
+                }
+                Err(reason) => r.problem(&path, reason)?,
+            }
+        }
+    }
+    documents.sort_by(|a, b| a.docid.cmp(&b.docid));
+
+    let synonyms_path = root.join(layout::SYNONYMS);
+    let mut synonyms = BTreeMap::new();
+    if synonyms_path.exists() {
+        match read_toml::<BTreeMap<String, BTreeMap<String, Vec<String>>>>(&synonyms_path) {
+            Ok(mut t) => synonyms = t.remove("synonyms").unwrap_or_default(),
+            Err(reason) => r.problem(&synonyms_path, reason)?,
+        }
+    }
+
+    let vectors_found = read_vectors(&mut r, root)?;
+    progress(expected, expected);
+    Ok(Plan {
+        sections,
+        documents,
+        synonyms,
+        vectors_found,
+        problems: r.problems,
+    })
+}
+
+fn read_section(
+    path: &Path,
+    limits: &crate::config::Limits,
+) -> std::result::Result<ReadySection, String> {
+    let meta: SectionMeta = read_toml(path)?;
+    if !kbid::is_kbid(&meta.kbid) {
+        return Err(format!("kbid {:?} is not a valid kbid", meta.kbid));
+    }
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if stem != meta.kbid {
+        return Err(format!(
+            "the file is named {stem} but describes {}",
+            meta.kbid
+        ));
+    }
+    let fan = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if fan != &meta.kbid[..2] {
+        return Err(format!(
+            "is in folder {fan}/ but belongs in {}/",
+            &meta.kbid[..2]
+        ));
+    }
+    let prefix = format!("{}.", meta.kbid);
+    if !meta.file.starts_with(&prefix)
+        || meta.file.contains(['/', '\\'])
+        || meta.file.contains("..")
+    {
+        return Err(format!(
+            "file {:?} must be {}<extension>, beside the metadata",
+            meta.file, prefix
+        ));
+    }
+    let content_path = path.with_file_name(&meta.file);
+    let bytes = read_regular(&content_path).map_err(|e| format!("content file {e}"))?;
+    if bytes.len() as u64 > limits.max_content_bytes {
+        return Err(format!(
+            "content is {} bytes; the limit is {} (limits.max_content_bytes)",
+            bytes.len(),
+            limits.max_content_bytes
+        ));
+    }
+    let digest = kbid::sha256(&bytes);
+    if kbid::hex(&digest) != meta.checksum {
+        return Err(format!(
+            "content checksum mismatch: the file hashes to {}, the metadata says {}",
+            kbid::hex(&digest),
+            meta.checksum
+        ));
+    }
+    if kbid::encode_kbid(&digest) != meta.kbid {
+        return Err(format!(
+            "wrong kbid: the content's kbid is {}, not {}",
+            kbid::encode_kbid(&digest),
+            meta.kbid
+        ));
+    }
+    if let Some(problem) = super::check::type_problem(&meta.section_type, &bytes) {
+        return Err(problem);
+    }
+    if meta.size != bytes.len() as u64 {
+        return Err(format!(
+            "size says {} but the content is {} bytes",
+            meta.size,
+            bytes.len()
+        ));
+    }
+    let title = validate::validate_line("title", meta.title.as_deref(), validate::MAX_TITLE_CHARS)
+        .map_err(|e| e.to_string())?;
+    let description =
+        validate::validate_description(meta.description.as_deref()).map_err(|e| e.to_string())?;
+    let tags = validate::validate_tags(&meta.tags).map_err(|e| e.to_string())?;
+    let terms_count = if meta.section_type.starts_with("image/") {
+        0
+    } else {
+        let text = String::from_utf8_lossy(&bytes);
+        let mut all = String::new();
+        for part in [title.as_deref(), description.as_deref(), Some(&text)]
+            .into_iter()
+            .flatten()
+        {
+            all.push_str(part);
+            all.push('\n');
+        }
+        crate::text::shingles::distinct_terms(&all) as u64
+    };
+    for (field, value) in [
+        ("created_at", &meta.created_at),
+        ("updated_at", &meta.updated_at),
+    ] {
+        if chrono::DateTime::parse_from_rfc3339(value).is_err() {
+            return Err(format!("{field} {value:?} is not an RFC 3339 time"));
+        }
+    }
+    Ok(ReadySection {
+        record: SectionRecord {
+            section_type: meta.section_type,
+            title,
+            description,
+            tags,
+            source_key: meta.source_key,
+            created_at: meta.created_at,
+            updated_at: meta.updated_at,
+            checksum: meta.checksum,
+            size: meta.size,
+            standalone: meta.standalone,
+            terms_count,
+        },
+        kbid: meta.kbid,
+        bytes,
+    })
+}
+
+/// A manifest and the kbids it lists that are not importable.
+fn read_document(
+    docs_root: &Path,
+    path: &Path,
+    imported: &HashSet<String>,
+) -> std::result::Result<(DocumentManifest, Vec<String>), String> {
+    let mut doc: DocumentManifest = read_toml(path)?;
+    validate::validate_docid(&doc.docid).map_err(|e| e.to_string())?;
+    let rel = path
+        .strip_prefix(docs_root)
+        .map_err(|_| "is outside documents/".to_string())?
+        .with_extension("");
+    let rel = rel.to_string_lossy().replace('\\', "/");
+    if rel != doc.docid {
+        return Err(format!(
+            "declares docid {:?} but its path says {rel:?}",
+            doc.docid
+        ));
+    }
+    if let Some(m) = &doc.metadata {
+        match serde_json::from_str::<serde_json::Value>(m) {
+            Ok(serde_json::Value::Object(_)) => {}
+            _ => return Err("metadata is not a JSON object".into()),
+        }
+    }
+    let mut missing = Vec::new();
+    let mut seen = HashSet::new();
+    doc.kbids.retain(|k| {
+        if !imported.contains(k) {
+            missing.push(k.clone());
+            false
+        } else {
+            seen.insert(k.clone())
+        }
+    });
+    Ok((doc, missing))
+}
+
+/// Validate `indexes/vectors.idx` (and its meta) when present; returns the number of vectors.
+fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<u64> {
+    let idx_path = root.join(layout::INDEXES_DIR).join("vectors.idx");
+    let meta_path = root.join(layout::INDEXES_DIR).join("vectors-meta.toml");
+    if !idx_path.exists() && !meta_path.exists() {
+        return Ok(0);
+    }
+    let bytes = match read_regular(&idx_path) {
+        Ok(b) => b,
+        Err(e) => {
+            r.problem(&idx_path, e)?;
+            return Ok(0);
+        }
+    };
+    let idx = match VectorsIdx::decode(&bytes) {
+        Ok(idx) => idx,
+        Err(e) => {
+            r.problem(
+                &idx_path,
+                format!("{e}; vectors skipped (rebuild recomputes them)"),
+            )?;
+            return Ok(0);
+        }
+    };
+    let meta_text = match read_regular(&meta_path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            r.problem(&meta_path, e)?;
+            return Ok(0);
+        }
+    };
+    match VectorsMeta::from_toml(&meta_text) {
+        Ok(m) if m.dimensions != idx.dimensions => {
+            r.problem(
+                &meta_path,
+                format!(
+                    "says {} dimensions but vectors.idx has {}; vectors skipped",
+                    m.dimensions, idx.dimensions
+                ),
+            )?;
+            Ok(0)
+        }
+        Ok(_) => Ok(idx.records.len() as u64),
+        Err(e) => {
+            r.problem(&meta_path, e.to_string())?;
+            Ok(0)
+        }
+    }
+}
+
+/// The first document (by docid) listing each section: the base of its relative links.
+pub(crate) fn reference_bases(documents: &[DocumentManifest]) -> HashMap<&str, &str> {
+    let mut out = HashMap::new();
+    for d in documents {
+        for k in &d.kbids {
+            out.entry(k.as_str()).or_insert(d.docid.as_str());
+        }
+    }
+    out
+}

@@ -1,0 +1,733 @@
+//! Export, import, migrate, check and gc through the real binary (and, where the store must be
+//! damaged on purpose, redb itself).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{PNG_B64, TestDb};
+use serde_json::{Value, json};
+
+/// A corpus with every kind of section: markdown documents linking each other, plain text,
+/// JSON, code, an image, tags, a source key and synonyms.
+fn rich_corpus() -> TestDb {
+    let db = TestDb::new();
+    let dir = db.tmp.path().join("src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = dir.join("a.md");
+    std::fs::write(
+        &a,
+        "# Deploys\n\nWe deploy on Tuesdays; see [rollback](b.md#rollback).\n\n## Freeze\n\nNo deploys in December, says [[ops/b]].\n",
+    )
+    .unwrap();
+    let b = dir.join("b.md");
+    std::fs::write(
+        &b,
+        "# Operations\n\nThe runbook for [deploys](a.md).\n\n## Rollback\n\nRevert the release tag, then redeploy.\n",
+    )
+    .unwrap();
+    db.learn(&["--file", a.to_str().unwrap(), "--docid", "ops/a", "--split"]);
+    db.learn(&["--file", b.to_str().unwrap(), "--docid", "ops/b", "--split"]);
+    db.learn(&[
+        "plain words here",
+        "--type",
+        "text/plain",
+        "--title",
+        "Plain",
+        "--tag",
+        "misc",
+    ]);
+    db.learn(&[
+        r#"{"retries": 3}"#,
+        "--type",
+        "application/json",
+        "--title",
+        "Retry config",
+    ]);
+    db.learn(&[
+        "fn parse_config() -> Config { todo!() }",
+        "--type",
+        "text/x-rust",
+        "--title",
+        "Parser",
+        "--docid",
+        "code/parser",
+        "--tag",
+        "rust",
+    ]);
+    db.learn(&[
+        PNG_B64,
+        "--type",
+        "image/png",
+        "--title",
+        "Pixel",
+        "--docid",
+        "code/parser",
+    ]);
+    db.learn(&[
+        "Deploy day is Tuesday",
+        "--source",
+        "policy/deploy-day",
+        "--tag",
+        "adr",
+    ]);
+    db.cmd()
+        .args(["synonyms", "add", "deploy", "release"])
+        .assert()
+        .success();
+    db
+}
+
+fn export(db: &TestDb, to: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["export", to.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    db.json(&args)
+}
+
+fn run_json(db: &TestDb, args: &[&str]) -> (i32, Value) {
+    let out = db
+        .cmd()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap(), v)
+}
+
+/// Everything a user can see of a database, for comparing two of them.
+fn observable(db: &TestDb) -> Value {
+    let docs = db.json(&["docs"]);
+    let mut documents = Vec::new();
+    for d in docs.as_array().unwrap() {
+        let mut v = db.json(&["retrieve", "--docid", d["docid"].as_str().unwrap()]);
+        v.as_object_mut().unwrap().remove("updated_at");
+        documents.push(v);
+    }
+    let mut searches = Vec::new();
+    for q in [
+        "deploy",
+        "rollback",
+        "parse_config",
+        "retries",
+        "plain",
+        "pixel",
+    ] {
+        let r = db.json(&["search", q]);
+        let hits: Vec<Value> = r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| json!([i["kbid"], i["score"], i["snippet"]]))
+            .collect();
+        searches.push(json!({"q": q, "hits": hits}));
+    }
+    let first = documents[0]["kbids"][1].as_str().unwrap().to_string();
+    let recall = db.json(&["recall", &first, "--depth", "3"]);
+    let status = db.status();
+    json!({
+        "documents": documents,
+        "searches": searches,
+        "recall": recall,
+        "synonyms": db.json(&["synonyms", "list"]),
+        "counts": [status["sections"], status["documents"]],
+    })
+}
+
+#[test]
+fn export_then_import_round_trips_everything_a_user_sees() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("backup");
+    let r = export(&db, &out, &["--with-indexes"]);
+    assert_eq!(r["sections_exported"], 9);
+    assert_eq!(r["documents_exported"], 3);
+    assert_eq!(r["path"], out.canonicalize().unwrap().to_str().unwrap());
+    for f in [
+        "catalog.toml",
+        "synonyms.toml",
+        "documents/ops/a.toml",
+        "documents/code/parser.toml",
+        "indexes/meta.toml",
+        "indexes/terms.idx",
+        "indexes/positions.idx",
+        "indexes/corpus.dat",
+        "indexes/references.idx",
+    ] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let png: Vec<PathBuf> = glob_files(&out.join("sections"), "png");
+    assert_eq!(png.len(), 1, "the image is stored as its bytes");
+    assert!(std::fs::read(&png[0]).unwrap().starts_with(b"\x89PNG"));
+
+    let copy = TestDb::uninit();
+    let imported = copy.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(imported["sections_imported"], 9);
+    assert_eq!(imported["documents_imported"], 3);
+    assert_eq!(imported["problems"], json!([]));
+    assert_eq!(observable(&copy), observable(&db));
+    let (code, check) = run_json(&copy, &["check"]);
+    assert_eq!(code, 0, "{check}");
+
+    // Importing the same export again changes nothing.
+    let again = copy.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(again["sections_imported"], 0);
+    assert_eq!(again["sections_existing"], 9);
+    assert_eq!(again["documents_replaced"], 0);
+    assert_eq!(observable(&copy), observable(&db));
+}
+
+fn glob_files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for fan in std::fs::read_dir(dir).unwrap().flatten() {
+        for f in std::fs::read_dir(fan.path()).unwrap().flatten() {
+            if f.path().extension().is_some_and(|e| e == ext) {
+                out.push(f.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn section_files(root: &Path, kbid: &str) -> (PathBuf, PathBuf) {
+    let dir = root.join("sections").join(&kbid[..2]);
+    let meta = dir.join(format!("{kbid}.toml"));
+    let text = std::fs::read_to_string(&meta).unwrap();
+    let file = text
+        .lines()
+        .find_map(|l| l.strip_prefix("file = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_string();
+    (meta, dir.join(file))
+}
+
+#[test]
+fn import_reports_and_skips_each_bad_entry_and_keeps_the_rest() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("bad");
+    export(&db, &out, &[]);
+    let plain = db.json(&["search", "plain"])["items"][0]["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let code_doc = db.json(&["retrieve", "--docid", "code/parser"]);
+    let parser = code_doc["kbids"][0].as_str().unwrap().to_string();
+    let json_kbid = db.json(&["search", "retries"])["items"][0]["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // 1. A corrupted content file.
+    let (_, content) = section_files(&out, &plain);
+    std::fs::write(&content, "plain words HERE").unwrap();
+    // 2. A wrong kbid: a section's files renamed to another (valid) kbid.
+    let (meta, content) = section_files(&out, &json_kbid);
+    let fake = kbdb::kbid_of(b"something else");
+    let fake_dir = out.join("sections").join(&fake[..2]);
+    std::fs::create_dir_all(&fake_dir).unwrap();
+    let text = std::fs::read_to_string(&meta)
+        .unwrap()
+        .replace(&json_kbid, &fake);
+    std::fs::write(fake_dir.join(format!("{fake}.toml")), text).unwrap();
+    std::fs::rename(&content, fake_dir.join(format!("{fake}.json"))).unwrap();
+    std::fs::remove_file(&meta).unwrap();
+    // 3. A manifest pointing at a missing section.
+    let (meta, content) = section_files(&out, &parser);
+    std::fs::remove_file(meta).unwrap();
+    std::fs::remove_file(content).unwrap();
+    // 4. A path-traversal docid.
+    std::fs::write(
+        out.join("documents/evil.toml"),
+        format!(
+            "docid = \"../../etc/passwd\"\ntype = \"document\"\ncreated_at = \"2026-01-01T00:00:00Z\"\nupdated_at = \"2026-01-01T00:00:00Z\"\nkbids = [\"{plain}\"]\n"
+        ),
+    )
+    .unwrap();
+    // 5. A truncated vectors.idx.
+    std::fs::create_dir_all(out.join("indexes")).unwrap();
+    let mut vectors = b"KBVX\x01\x02\x00\x01\x00\x00\x00".to_vec();
+    vectors.extend(kbdb_key(&plain));
+    vectors.extend(1.0f32.to_le_bytes());
+    std::fs::write(out.join("indexes/vectors.idx"), &vectors).unwrap();
+    std::fs::write(
+        out.join("indexes/vectors-meta.toml"),
+        "[vectors]\nmodel_name = \"m\"\ndimensions = 2\nversion = 1\nlast_built = \"2026-01-01T00:00:00Z\"\nsection_count = 1\n",
+    )
+    .unwrap();
+
+    // --strict stops at the first problem and writes nothing.
+    let strict = TestDb::new();
+    let (code, v) = run_json(&strict, &["import", out.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["error"]["code"], "bad_import");
+    assert_eq!(strict.status()["sections"], 0);
+
+    let copy = TestDb::uninit();
+    let r = copy.json(&["import", out.to_str().unwrap()]);
+    let problems: Vec<(String, String)> = r["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"].as_str().unwrap().to_string(),
+                p["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let has = |path: &str, reason: &str| {
+        problems
+            .iter()
+            .any(|(p, r)| p.ends_with(path) && r.contains(reason))
+    };
+    assert!(
+        has(&format!("{plain}.toml"), "checksum mismatch"),
+        "{problems:?}"
+    );
+    assert!(has(&format!("{fake}.toml"), "wrong kbid"), "{problems:?}");
+    assert!(
+        has(
+            "documents/code/parser.toml",
+            &format!("lists section {parser}")
+        ),
+        "{problems:?}"
+    );
+    assert!(has("documents/evil.toml", "docid"), "{problems:?}");
+    assert!(
+        has("indexes/vectors.idx", "vectors skipped"),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 5, "{problems:?}");
+    // Everything else is there: 9 sections minus the three bad ones.
+    assert_eq!(r["sections_imported"], 6);
+    assert_eq!(copy.status()["sections"], 6);
+    assert_eq!(
+        copy.json(&["retrieve", "--docid", "code/parser"])["kbids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(!db.tmp.path().join("etc").exists());
+}
+
+/// The vectors.idx key of a kbid: its first 16 characters.
+fn kbdb_key(kbid: &str) -> Vec<u8> {
+    kbid.as_bytes()[..16].to_vec()
+}
+
+#[test]
+fn a_valid_vectors_file_is_read_and_counted() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("vec");
+    export(&db, &out, &[]);
+    let plain = db.json(&["search", "plain"])["items"][0]["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut vectors = b"KBVX\x01\x02\x00\x01\x00\x00\x00".to_vec();
+    vectors.extend(kbdb_key(&plain));
+    vectors.extend(1.0f32.to_le_bytes());
+    vectors.extend((-0.5f32).to_le_bytes());
+    std::fs::create_dir_all(out.join("indexes")).unwrap();
+    std::fs::write(out.join("indexes/vectors.idx"), &vectors).unwrap();
+    std::fs::write(
+        out.join("indexes/vectors-meta.toml"),
+        "[vectors]\nmodel_name = \"m\"\ndimensions = 2\nversion = 1\nlast_built = \"2026-01-01T00:00:00Z\"\nsection_count = 1\n",
+    )
+    .unwrap();
+    let copy = TestDb::uninit();
+    let r = copy.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(r["vectors_found"], 1);
+    assert_eq!(r["problems"], json!([]));
+}
+
+#[test]
+fn export_refuses_unsafe_targets() {
+    let db = rich_corpus();
+    let full = db.tmp.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    std::fs::write(full.join("keep.txt"), "mine").unwrap();
+    let (code, v) = run_json(&db, &["export", full.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert!(v["error"]["message"].as_str().unwrap().contains("--force"));
+    assert_eq!(
+        std::fs::read_to_string(full.join("keep.txt")).unwrap(),
+        "mine"
+    );
+
+    let elsewhere = db.tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let link = db.tmp.path().join("link");
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+    let (code, v) = run_json(&db, &["export", link.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link")
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+
+    let (code, _) = run_json(&db, &["export", db.dir.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3, "the database folder itself is never a target");
+    assert!(db.dir.join("kbdb.redb").exists());
+
+    // --force replaces a previous export whole; no temporary folders are left behind.
+    let r = db.json(&["export", full.to_str().unwrap(), "--force"]);
+    assert_eq!(r["sections_exported"], 9);
+    assert!(!full.join("keep.txt").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(db.tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_plain_layout_is_migrated_in_place_or_into_a_new_database() {
+    let db = rich_corpus();
+    let before = observable(&db);
+    let old = db.tmp.path().join("old");
+    export(&db, &old, &[]);
+
+    // Opening the plain layout as a database says what to do.
+    let out = common::kbdb_cmd()
+        .args(["--db", old.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kbdb migrate"));
+
+    // Into a new database: the old folder is untouched.
+    let new = TestDb::uninit();
+    let r = new.json(&["migrate", old.to_str().unwrap()]);
+    assert_eq!(r["sections_imported"], 9);
+    assert!(old.join("catalog.toml").exists());
+    assert_eq!(observable(&new), before);
+
+    // In place: the folder becomes the database, the plain files move aside.
+    let out = common::kbdb_cmd()
+        .args(["migrate", old.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(old.join("kbdb.redb").exists());
+    assert!(!old.join("catalog.toml").exists());
+    let backup: Vec<_> = std::fs::read_dir(&old)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("plain-layout-"))
+        .collect();
+    assert_eq!(backup.len(), 1);
+    assert!(backup[0].path().join("catalog.toml").exists());
+    let in_place = TestDb {
+        dir: old.clone(),
+        tmp: tempfile::tempdir().unwrap(),
+    };
+    assert_eq!(observable(&in_place), before);
+}
+
+#[test]
+fn gc_keeps_standalone_sections_and_removes_abandoned_ones() {
+    let db = TestDb::new();
+    let fact = db.learn(&["a standalone fact"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let file = db.tmp.path().join("d.md");
+    std::fs::write(&file, "# D\n\none\n\n## Two\n\ntwo\n").unwrap();
+    let first = db.learn(&["--file", file.to_str().unwrap(), "--docid", "d", "--split"]);
+    let two = first["sections"][1]["kbid"].as_str().unwrap().to_string();
+    // The fact also joins the document, then leaves it with the re-learn: still the user's.
+    db.learn(&["a standalone fact", "--docid", "d"]);
+    std::fs::write(&file, "# D\n\none\n\n## Two\n\ntwo, edited\n").unwrap();
+    let second = db.learn(&["--file", file.to_str().unwrap(), "--docid", "d", "--split"]);
+    assert!(
+        second["detached"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == &two)
+    );
+
+    let (code, check) = run_json(&db, &["check"]);
+    assert_eq!(code, 7);
+    assert_eq!(check["errors"][0]["type"], "orphan_section");
+    assert_eq!(check["errors"][0]["entity"], two);
+
+    let r = db.json(&["gc"]);
+    assert_eq!(r["removed_sections"], 1);
+    assert_eq!(r["removed_bytes"], "## Two\n\ntwo".len());
+    let (code, _) = run_json(&db, &["retrieve", "--kbid", &two]);
+    assert_eq!(code, 4);
+    db.json(&["retrieve", "--kbid", &fact]);
+    let (code, check) = run_json(&db, &["check"]);
+    assert_eq!(code, 0, "{check}");
+    assert_eq!(db.json(&["gc"])["removed_sections"], 0);
+}
+
+mod damaged {
+    //! `check` finds each kind of damage, made on purpose in the store.
+    use super::*;
+    use kbdb::model::records::{DocumentRecord, SectionRecord, decode, encode};
+    use kbdb::store::tables::*;
+    use redb::ReadableTable;
+
+    fn with_store(db: &TestDb, f: impl FnOnce(&redb::WriteTransaction)) {
+        let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
+        let txn = store.begin_write().unwrap();
+        f(&txn);
+        txn.commit().unwrap();
+    }
+
+    fn kinds(v: &Value, list: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = v[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap().to_string(),
+                    e["entity"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn check_names_every_kind_of_damage() {
+        let db = TestDb::new();
+        let file = db.tmp.path().join("a.md");
+        std::fs::write(
+            &file,
+            "# A\n\nsee [b](b.md#two) and [[missing/doc]]\n\n## Two\n\nback to [a](b.md#two)\n",
+        )
+        .unwrap();
+        let doc = db.learn(&["--file", file.to_str().unwrap(), "--docid", "b", "--split"]);
+        let a = doc["sections"][0]["kbid"].as_str().unwrap().to_string();
+        let two = doc["sections"][1]["kbid"].as_str().unwrap().to_string();
+        let text = db.learn(&["some text"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let typed = db.learn(&["not json at all"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let v1 = db.learn(&["version one", "--source", "k"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        db.learn(&["version two", "--source", "k"]);
+        let member = db.learn(&["a member", "--docid", "m"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (code, healthy) = run_json(&db, &["check"]);
+        assert_eq!(code, 7);
+        assert_eq!(
+            kinds(&healthy, "errors"),
+            vec![
+                ("broken_reference".to_string(), a.clone()),
+                ("divergent_content".to_string(), "k".to_string()),
+            ],
+            "only the dangling wiki-link and the two versions so far"
+        );
+        assert_eq!(
+            kinds(&healthy, "warnings"),
+            vec![("circular_reference".to_string(), two.clone())],
+            "'Two' links to itself by its own heading"
+        );
+        let _ = v1;
+
+        let unindexed = kbdb::kbid_of(b"slipped in");
+        with_store(&db, |txn| {
+            // checksum_mismatch: content changed behind the checksum's back.
+            txn.open_table(CONTENT)
+                .unwrap()
+                .insert(text.as_str(), b"other text".as_slice())
+                .unwrap();
+            // type_mismatch: a text section relabelled as JSON.
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            let mut rec: SectionRecord = decode(
+                "sections",
+                &typed,
+                sections.get(typed.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            rec.section_type = "application/json".into();
+            sections
+                .insert(typed.as_str(), encode(&rec).as_slice())
+                .unwrap();
+            // index_mismatch: a section written without a change-log entry.
+            rec.section_type = "text/plain".into();
+            rec.checksum = kbdb::model::kbid::hex(&kbdb::model::kbid::sha256(b"slipped in"));
+            rec.size = 10;
+            rec.standalone = true;
+            sections
+                .insert(unindexed.as_str(), encode(&rec).as_slice())
+                .unwrap();
+            txn.open_table(CONTENT)
+                .unwrap()
+                .insert(unindexed.as_str(), b"slipped in".as_slice())
+                .unwrap();
+            // orphan_document: a manifest whose only section does not exist.
+            let mut ghost = DocumentRecord::empty("2026-01-01T00:00:00Z");
+            let nothing = kbdb::kbid_of(b"nothing");
+            ghost.kbids = vec![nothing.clone()];
+            txn.open_table(DOCUMENTS)
+                .unwrap()
+                .insert("ghost", encode(&ghost).as_slice())
+                .unwrap();
+            txn.open_multimap_table(DOC_SECTIONS)
+                .unwrap()
+                .insert("ghost", nothing.as_str())
+                .unwrap();
+            // manifest_mismatch: a membership row lost.
+            txn.open_multimap_table(DOC_SECTIONS)
+                .unwrap()
+                .remove("m", member.as_str())
+                .unwrap();
+        });
+        let (code, v) = run_json(&db, &["check"]);
+        assert_eq!(code, 7);
+        let found = kinds(&v, "errors");
+        let nothing = kbdb::kbid_of(b"nothing");
+        for expected in [
+            ("checksum_mismatch", text.as_str()),
+            ("type_mismatch", typed.as_str()),
+            ("index_mismatch", unindexed.as_str()),
+            ("orphan_document", "ghost"),
+            ("broken_reference", "ghost"),
+            ("broken_reference", a.as_str()),
+            ("manifest_mismatch", "m"),
+            ("divergent_content", "k"),
+        ] {
+            assert!(
+                found.contains(&(expected.0.to_string(), expected.1.to_string())),
+                "{expected:?} not in {found:?}"
+            );
+        }
+        let ghost_detail = v["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "broken_reference" && e["entity"] == "ghost")
+            .unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(ghost_detail.contains(&nothing));
+        assert_eq!(v["sections_checked"], 8);
+
+        // rebuild brings the index back in line with the store.
+        let r = db.json(&["rebuild"]);
+        assert_eq!(r["sections_reindexed"], 8);
+        let (_, v) = run_json(&db, &["check"]);
+        assert!(
+            !kinds(&v, "errors")
+                .iter()
+                .any(|(k, _)| k == "index_mismatch")
+        );
+    }
+}
+
+#[test]
+fn export_during_concurrent_writes_is_a_consistent_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = kbdb::Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    let kb = std::sync::Arc::new(kb);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (kb, stop) = (kb.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let md: String = (0..5)
+                    .map(|s| format!("# Part {s} of {n}\n\nbody {s} of document {n}\n\n"))
+                    .collect();
+                kb.learn_document(&format!("docs/{n}"), &md, None).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    let mut exports = Vec::new();
+    for i in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        let path = tmp.path().join(format!("snap{i}"));
+        let r = kb
+            .export(&kbdb::ExportOptions {
+                path: path.clone(),
+                ..Default::default()
+            })
+            .unwrap();
+        exports.push((path, r));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(written > 3, "the writer kept writing during the exports");
+    for (path, r) in exports {
+        let catalog = std::fs::read_to_string(path.join("catalog.toml")).unwrap();
+        let sections = glob_files(&path.join("sections"), "toml").len() as u64;
+        assert_eq!(r.sections_exported, sections);
+        assert!(catalog.contains(&format!("sections = {sections}")));
+        let docs: Vec<_> = std::fs::read_dir(path.join("documents/docs"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(docs.len() as u64, r.documents_exported);
+        assert_eq!(
+            sections,
+            5 * r.documents_exported,
+            "documents are whole or absent"
+        );
+        for d in docs {
+            let text = std::fs::read_to_string(d.path()).unwrap();
+            let manifest: toml::Value = toml::from_str(&text).unwrap();
+            for k in manifest["kbids"].as_array().unwrap() {
+                let k = k.as_str().unwrap();
+                assert!(
+                    path.join("sections")
+                        .join(&k[..2])
+                        .join(format!("{k}.md"))
+                        .exists()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn export_can_be_confined_to_a_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = kbdb::Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    kb.learn(kbdb::LearnRequest::text("x")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let err = kb
+        .export(&kbdb::ExportOptions {
+            path: outside.path().join("e"),
+            confine_to: Some(tmp.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert_eq!(err.field(), Some("path"));
+    assert!(err.to_string().contains("confined"));
+    assert!(!outside.path().join("e").exists());
+    kb.export(&kbdb::ExportOptions {
+        path: tmp.path().join("inside"),
+        confine_to: Some(tmp.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+}

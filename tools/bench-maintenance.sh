@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Maintenance at scale: learn ~100k real sections, then time check, export, import, gc and
+# rebuild on them, and print a table.
+#
+#   tools/bench-maintenance.sh [D]
+#
+# D (default /tmp/kbdb-bench) holds the corpora (fetched by tools/bench-search.sh); the sections
+# are the jdk + python + pg15 corpora split by the shared rule (../shared/bench/sections.py),
+# about 99k sections. Builds the release binary (honours CARGO_TARGET_DIR).
+set -euo pipefail
+
+D=${1:-/tmp/kbdb-bench}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+K=${KBDB_BENCH_KIT:-$ROOT/../shared/bench}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+(cd "$ROOT" && cargo build --release --quiet)
+BIN=$TARGET/release/kbdb
+W=$(mktemp -d /tmp/kbdb-maint.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+
+JSONL=$D/maintenance-sections.jsonl
+if [[ ! -s $JSONL ]]; then
+  for c in devdocs/jdk devdocs/python pg15; do
+    python3 "$K/sections.py" dump "$D/$c"
+  done | python3 -c '
+import json, sys
+for line in sys.stdin:
+    s = json.loads(line)
+    text = (("#" * s["level"] + " " + s["title"] + "\n\n") if s["level"] else "") + s["body"]
+    if not text.strip():
+        continue
+    print(json.dumps({"content": text, "title": s["title"] or None, "docid": s["doc"][:250]}))
+' > "$JSONL"
+fi
+
+t() { # label, command...: run, print "label<TAB>seconds"
+  local label=$1; shift
+  local s e
+  s=$(date +%s.%N)
+  "$@" > "$W/last.json"
+  e=$(date +%s.%N)
+  printf '%s\t%.2f\n' "$label" "$(echo "$e - $s" | bc)"
+}
+
+{
+  echo -e "step\tseconds"
+  t "learn --jsonl ($(wc -l < "$JSONL") lines)" "$BIN" --db "$W/kb" learn --jsonl --format json < "$JSONL"
+  "$BIN" --db "$W/kb" search warmup --format json > /dev/null
+  t "check" "$BIN" --db "$W/kb" check --format json
+  t "export" "$BIN" --db "$W/kb" export "$W/out" --format json
+  t "export --with-indexes" "$BIN" --db "$W/kb" export "$W/out2" --with-indexes --format json
+  t "import (new database)" "$BIN" --db "$W/kb2" import "$W/out" --format json
+  t "gc (nothing to collect)" "$BIN" --db "$W/kb" gc --format json
+  t "rebuild" "$BIN" --db "$W/kb" rebuild --format json
+} | column -t -s $'\t'
+"$BIN" --db "$W/kb" status
+"$BIN" --db "$W/kb" check --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); print("check ok:", r["ok"], "sections:", r["sections_checked"], "references:", r["references_checked"], "errors:", len(r["errors"]), "warnings:", len(r["warnings"]))' || true
