@@ -14,6 +14,27 @@ pub const CONFIG_FILE: &str = "worker.toml";
 pub struct Config {
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Seconds without any client connected after which the daemon exits (0 = never).
+    pub idle_timeout_secs: u64,
+    /// Seconds a client waits for the answer to an ordinary request (maintenance requests —
+    /// check, gc, rebuild, export, import — wait as long as they run).
+    pub request_timeout_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            idle_timeout_secs: 300,
+            request_timeout_secs: 120,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -64,6 +85,12 @@ impl Config {
         if let Some(v) = get("KBDB_MAX_BATCH") {
             self.limits.max_batch = parse("KBDB_MAX_BATCH", v)?;
         }
+        if let Some(v) = get("KBDB_DAEMON_IDLE_SECS") {
+            self.daemon.idle_timeout_secs = parse("KBDB_DAEMON_IDLE_SECS", v)?;
+        }
+        if let Some(v) = get("KBDB_REQUEST_TIMEOUT_SECS") {
+            self.daemon.request_timeout_secs = parse("KBDB_REQUEST_TIMEOUT_SECS", v)?;
+        }
         Ok(())
     }
 
@@ -79,6 +106,9 @@ impl Config {
         }
         if self.limits.max_batch == 0 {
             return err("limits.max_batch must be at least 1");
+        }
+        if self.daemon.request_timeout_secs == 0 {
+            return err("daemon.request_timeout_secs must be at least 1");
         }
         Ok(())
     }

@@ -56,6 +56,18 @@ pub enum KbError {
 
     #[error("storage error: {0}")]
     Storage(String),
+
+    /// An error reported by the daemon, carried over the wire with its code and field.
+    #[error("{message}")]
+    Remote {
+        code: String,
+        message: String,
+        field: Option<String>,
+    },
+
+    /// The daemon could not be reached, started or understood.
+    #[error("{0}")]
+    Daemon(String),
 }
 
 impl KbError {
@@ -67,8 +79,10 @@ impl KbError {
     }
 
     /// A short stable code for machine consumers (CLI JSON errors, daemon wire).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
+            KbError::Remote { code, .. } => code,
+            KbError::Daemon(_) => "daemon",
             KbError::InvalidInput { .. } => "invalid_input",
             KbError::NotFound(_) => "not_found",
             KbError::NotInitialized(_) => "not_initialized",
@@ -87,11 +101,12 @@ impl KbError {
     pub fn field(&self) -> Option<&str> {
         match self {
             KbError::InvalidInput { field, .. } => Some(field),
+            KbError::Remote { field, .. } => field.as_deref(),
             _ => None,
         }
     }
 
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         KbError::Io {
             context: context.into(),
             source,

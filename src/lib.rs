@@ -6,6 +6,7 @@
 
 mod compose;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod index;
 mod learn;
@@ -17,6 +18,7 @@ pub mod search;
 pub mod store;
 pub mod text;
 mod unlearn;
+pub mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -30,6 +32,7 @@ pub use maintenance::export::ExportOptions;
 pub use maintenance::import::{ImportProblem, ImportResult};
 pub use model::*;
 pub use search::{SearchItem, SearchItems, SearchRequest, SearchResponse};
+pub use writes::{WriteOp, WriteOutcome};
 
 use index::lexical::LexicalIndex;
 use store::txn::{ReadTables, WriteTables};
@@ -113,20 +116,37 @@ impl Kb {
     /// Learn many sections in one durable transaction. Each request gets its own result:
     /// invalid requests fail alone and change nothing; a storage failure fails the whole batch.
     pub fn learn_many(&self, reqs: Vec<LearnRequest>) -> Result<Vec<Result<LearnResult>>> {
+        let ops = reqs.into_iter().map(WriteOp::Learn).collect();
+        Ok(self
+            .write_group(ops)?
+            .into_iter()
+            .map(|r| {
+                r.and_then(|o| match o {
+                    WriteOutcome::Learned(r) => Ok(r),
+                    _ => Err(KbError::Storage("unexpected write outcome".into())),
+                })
+            })
+            .collect())
+    }
+
+    /// Apply many writes in one durable transaction (group commit), in order. Each gets its
+    /// own result: invalid ones fail alone and change nothing; a storage failure fails the
+    /// whole group (nothing of it is written).
+    pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         let start = Instant::now();
-        if reqs.len() > self.config.limits.max_batch {
+        if ops.len() > self.config.limits.max_batch {
             return Err(KbError::invalid(
                 "batch",
                 format!(
-                    "has {} sections; the limit is {} (limits.max_batch)",
-                    reqs.len(),
+                    "has {} writes; the limit is {} (limits.max_batch)",
+                    ops.len(),
                     self.config.limits.max_batch
                 ),
             ));
         }
-        let prepared: Vec<Result<learn::Prepared>> = reqs
+        let prepared: Vec<Result<writes::PreparedOp>> = ops
             .into_iter()
-            .map(|r| learn::prepare(r, &self.config.limits))
+            .map(|op| writes::prepare(op, &self.config.limits))
             .collect();
         if prepared.iter().all(|p| p.is_err()) {
             return Ok(prepared
@@ -141,19 +161,29 @@ impl Kb {
             let mut t = WriteTables::open(&txn, now())?;
             for p in prepared {
                 out.push(match p {
-                    Ok(p) => Ok(learn::apply(&mut t, p)?),
+                    Ok(p) => Ok(writes::apply(&mut t, p)?),
                     Err(e) => Err(e),
                 });
             }
             t.flush()?;
         }
-        txn.commit()?;
-        self.index_committed_changes();
+        if out.iter().flatten().any(|o| o.changed_something()) {
+            txn.commit()?;
+            self.index_committed_changes();
+        } else {
+            txn.abort()?;
+        }
         let elapsed = elapsed_ms(start);
         for r in out.iter_mut().flatten() {
-            r.elapsed_ms = elapsed;
+            r.set_elapsed(elapsed);
         }
         Ok(out)
+    }
+
+    fn write_one(&self, op: WriteOp) -> Result<WriteOutcome> {
+        self.write_group(vec![op])?
+            .pop()
+            .expect("one result per write")
     }
 
     /// Learn a markdown text as the document `docid`: its heading sections (the shared rule,
@@ -166,105 +196,24 @@ impl Kb {
         markdown: &str,
         title: Option<&str>,
     ) -> Result<DocumentLearnResult> {
-        let start = Instant::now();
-        model::validate::validate_docid(docid)?;
-        let title =
-            model::validate::validate_line("title", title, model::validate::MAX_TITLE_CHARS)?;
-        let sections = text::markdown::split_sections(markdown);
-        if sections.is_empty() {
-            return Err(KbError::invalid(
-                "content",
-                "has no sections (the document is empty)",
-            ));
+        match self.write_one(WriteOp::LearnDocument {
+            docid: docid.to_string(),
+            markdown: markdown.to_string(),
+            title: title.map(str::to_string),
+        })? {
+            WriteOutcome::Document(r) => Ok(r),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
         }
-        let mut prepared = Vec::with_capacity(sections.len());
-        for (n, s) in sections.iter().enumerate() {
-            let req = LearnRequest {
-                content: s.text.clone(),
-                title: (!s.title.is_empty()).then(|| s.title.clone()),
-                docid: Some(docid.to_string()),
-                ..Default::default()
-            };
-            let mut p = learn::prepare(req, &self.config.limits).map_err(|e| match e {
-                KbError::InvalidInput { field, message } => KbError::InvalidInput {
-                    message: format!(
-                        "section {n} (\"{}\"): {message}",
-                        text::preview(&s.title, 60)
-                    ),
-                    field,
-                },
-                other => other,
-            })?;
-            p.attach = false;
-            prepared.push(p);
-        }
-        let doc_title = title.or_else(|| {
-            sections
-                .iter()
-                .find(|s| s.level > 0 && !s.title.is_empty())
-                .map(|s| s.title.clone())
-        });
-        let txn = self.begin_write()?;
-        let result = {
-            let mut t = WriteTables::open(&txn, now())?;
-            let mut out = Vec::with_capacity(prepared.len());
-            for p in prepared {
-                let r = learn::apply(&mut t, p)?;
-                out.push(DocumentLearnSection {
-                    new: !r.skipped,
-                    kbid: r.kbid,
-                    heading: r.title,
-                });
-            }
-            let new_kbids: Vec<String> = out.iter().map(|s| s.kbid.clone()).collect();
-            let now = t.now().to_string();
-            let change = learn::set_manifest(&mut t, docid, new_kbids, |doc| {
-                doc.title = doc_title.clone();
-                doc.updated_at = now;
-            })?;
-            let changed = change.is_some();
-            let detached = change.unwrap_or_default();
-            t.flush()?;
-            DocumentLearnResult {
-                docid: docid.to_string(),
-                title: doc_title,
-                added: out.iter().filter(|s| s.new).count(),
-                unchanged: out.iter().filter(|s| !s.new).count(),
-                sections: out,
-                detached,
-                changed,
-                elapsed_ms: 0.0,
-            }
-        };
-        txn.commit()?;
-        self.index_committed_changes();
-        Ok(DocumentLearnResult {
-            elapsed_ms: elapsed_ms(start),
-            ..result
-        })
     }
 
     /// Remove a section and everything that points at it. Unknown kbid → `removed: false`.
     pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult> {
-        let start = Instant::now();
-        model::kbid::validate_kbid("kbid", kbid)?;
-        let txn = self.begin_write()?;
-        let removed = {
-            let mut t = WriteTables::open(&txn, now())?;
-            let removed = unlearn::remove_section(&mut t, kbid)?;
-            t.flush()?;
-            removed
-        };
-        if removed {
-            txn.commit()?;
-            self.index_committed_changes();
-        } else {
-            txn.abort()?;
+        match self.write_one(WriteOp::Unlearn {
+            kbid: kbid.to_string(),
+        })? {
+            WriteOutcome::Unlearned(r) => Ok(r),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
         }
-        Ok(UnlearnResult {
-            removed,
-            elapsed_ms: elapsed_ms(start),
-        })
     }
 
     /// `retrieve`: sections by kbid, or the document record by docid.
@@ -380,6 +329,33 @@ impl Kb {
                 title: doc.title,
                 sections: doc.kbids.len(),
                 updated_at: doc.updated_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Changes committed after `seq`, oldest first (at most 10 000): what subscribers are told.
+    pub fn changes_since(&self, seq: u64) -> Result<Vec<ChangeEvent>> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let mut out = Vec::new();
+        for row in redb::ReadableTable::range(&t.changes, seq + 1..)?.take(10_000) {
+            let (k, v) = row?;
+            let seq = k.value();
+            let c: model::records::ChangeRecord =
+                model::records::decode("changes", &seq.to_string(), v.value())?;
+            use model::records::ChangeKind::*;
+            let kind = match c.kind {
+                SectionAdded => "section_added",
+                SectionChanged => "section_changed",
+                SectionRemoved => "section_removed",
+                DocumentChanged => "document_changed",
+                DocumentRemoved => "document_removed",
+            };
+            out.push(ChangeEvent {
+                seq,
+                kind: kind.to_string(),
+                id: c.id,
             });
         }
         Ok(out)

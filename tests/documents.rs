@@ -100,7 +100,7 @@ fn split_needs_a_docid_and_a_non_empty_document() {
     let db = TestDb::new();
     let f = db.tmp.path().join("empty.md");
     std::fs::write(&f, "  \n\n").unwrap();
-    let before = db.status();
+    let before = db.state();
     db.cmd()
         .args(["learn", "--file", f.to_str().unwrap(), "--split"])
         .assert()
@@ -122,7 +122,7 @@ fn split_needs_a_docid_and_a_non_empty_document() {
         .args(["learn", "# A\nx", "--split", "--docid", "../x"])
         .assert()
         .code(3);
-    assert_eq!(db.status(), before);
+    assert_eq!(db.state(), before);
     // Text output lists the sections.
     db.cmd()
         .args(["learn", "# A\nalpha\n# B\nbeta", "--split", "--docid", "ab"])

@@ -311,7 +311,7 @@ fn jsonl_prints_one_result_per_line_in_order() {
 fn bad_input_is_rejected_and_changes_nothing() {
     let db = TestDb::new();
     db.learn(&["existing", "--docid", "d"]);
-    let before = db.status();
+    let before = db.state();
     let nonutf8 = db.tmp.path().join("latin1.txt");
     std::fs::write(&nonutf8, b"caf\xe9").unwrap();
     let long_docid = "x".repeat(257);
@@ -364,9 +364,12 @@ fn bad_input_is_rejected_and_changes_nothing() {
         assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("error: {field}: ")));
     }
     // Content over the configured maximum (env override), then via worker.toml.
+    // (An environment override applies to the process that opens the database: here the
+    // embedded one; a daemon takes its own environment.)
+    db.stop_daemon();
     db.cmd()
         .env("KBDB_MAX_CONTENT_BYTES", "10")
-        .args(["learn", "this is longer than ten bytes"])
+        .args(["--embedded", "learn", "this is longer than ten bytes"])
         .assert()
         .code(3)
         .stderr(predicates::str::contains(
@@ -397,7 +400,7 @@ fn bad_input_is_rejected_and_changes_nothing() {
         .code(3)
         .stderr(predicates::str::contains("Provide kbid or docid"));
 
-    assert_eq!(db.status(), before, "nothing changed");
+    assert_eq!(db.state(), before, "nothing changed");
 }
 
 #[test]

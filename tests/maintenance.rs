@@ -482,6 +482,7 @@ mod damaged {
     use redb::ReadableTable;
 
     fn with_store(db: &TestDb, f: impl FnOnce(&redb::WriteTransaction)) {
+        db.stop_daemon();
         let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
         let txn = store.begin_write().unwrap();
         f(&txn);

@@ -469,9 +469,12 @@ fn sigkill_before_the_index_commit_loses_nothing_searchable() {
 fn a_deleted_or_corrupt_index_is_rebuilt_on_open() {
     let db = corpus();
     let before = search(&db, &["deploy"]);
+    // The index is opened by whoever opens the database: stop the daemon to damage it.
+    db.stop_daemon();
     std::fs::remove_dir_all(db.path().join("index")).unwrap();
     assert_eq!(search(&db, &["deploy"]), before);
     // Garbage in the index metadata: rebuilt too.
+    db.stop_daemon();
     std::fs::write(db.path().join("index/lexical/meta.json"), b"{not json").unwrap();
     assert_eq!(search(&db, &["deploy"]), before);
     assert_eq!(db.status()["cacheStats"]["indexCount"], 6);
@@ -511,7 +514,7 @@ fn words_close_together_outrank_words_far_apart() {
 #[test]
 fn search_and_synonym_input_errors_name_the_field_and_change_nothing() {
     let db = corpus();
-    let before = db.status();
+    let before = db.state();
     let out = db
         .cmd()
         .args([
@@ -543,5 +546,5 @@ fn search_and_synonym_input_errors_name_the_field_and_change_nothing() {
         .code(3)
         .stderr(predicates::str::contains("term:"));
     assert_eq!(db.json(&["synonyms", "list"]), serde_json::json!([]));
-    assert_eq!(db.status(), before);
+    assert_eq!(db.state(), before);
 }

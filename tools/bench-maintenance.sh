@@ -33,17 +33,17 @@ for line in sys.stdin:
 ' > "$JSONL"
 fi
 
-t() { # label, command...: run, print "label<TAB>seconds"
+t() { # label, command...: run, print "label<TAB>seconds<TAB>exit code" (check exits 7 on findings)
   local label=$1; shift
-  local s e
+  local s e rc=0
   s=$(date +%s.%N)
-  "$@" > "$W/last.json"
+  "$@" > "$W/last.json" || rc=$?
   e=$(date +%s.%N)
-  printf '%s\t%.2f\n' "$label" "$(echo "$e - $s" | bc)"
+  printf '%s\t%.2f\t%s\n' "$label" "$(echo "$e - $s" | bc)" "$rc"
 }
 
 {
-  echo -e "step\tseconds"
+  echo -e "step\tseconds\texit"
   t "learn --jsonl ($(wc -l < "$JSONL") lines)" "$BIN" --db "$W/kb" learn --jsonl --format json < "$JSONL"
   "$BIN" --db "$W/kb" search warmup --format json > /dev/null
   t "check" "$BIN" --db "$W/kb" check --format json

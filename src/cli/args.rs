@@ -42,6 +42,11 @@ pub struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 
+    /// Open the database in this process instead of through its daemon (for scripts that
+    /// want no background process; fails while a daemon holds the database)
+    #[arg(long, global = true, env = "KBDB_EMBEDDED")]
+    pub embedded: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -187,11 +192,35 @@ holds them; with --db NEW the old folder is left untouched.")]
         old_dir: PathBuf,
     },
 
+    /// The worker daemon that serves a database to every client (started on demand)
+    #[command(after_help = "\
+Clients start the daemon when none answers; it exits after daemon.idle_timeout_secs without
+clients (default 300) and logs to daemon.log in the database folder. See docs/daemon.md.
+
+Examples:
+  kbdb daemon            run it in the foreground
+  kbdb daemon status     is one running? (pid, version)
+  kbdb daemon stop")]
+    Daemon {
+        #[command(subcommand)]
+        action: Option<DaemonAction>,
+    },
+
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DaemonAction {
+    /// Run the daemon in the foreground (what clients start)
+    Run,
+    /// Whether a daemon serves the database: pid, version, build
+    Status,
+    /// Ask the daemon to finish its work and stop
+    Stop,
 }
 
 #[derive(Debug, clap::Args)]

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use clap::CommandFactory;
-use kbdb::{Kb, KbError, Retrieved};
+use kbdb::{KbError, Retrieved};
 
-use super::args::{Cli, Command, Format, SearchArgs, SynonymsAction};
+use super::args::{Cli, Command, DaemonAction, Format, SearchArgs, SynonymsAction};
+use super::backend::Backend;
 use super::output::{EXIT_OK, print_json, print_text, report_error};
 
 /// Default database folder for people: `.kbdb` in the working directory.
@@ -14,6 +15,8 @@ pub const DEFAULT_DB: &str = ".kbdb";
 pub fn dispatch(cli: Cli) -> i32 {
     let format = cli.format;
     let explicit_db = cli.db.clone();
+    let embedded = cli.embedded;
+    let open = |db: &std::path::Path| Backend::open(db, embedded, false).map(|(b, _)| b);
     let db = cli.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
     let result = match cli.command {
         Command::Completions { shell } => {
@@ -21,8 +24,9 @@ pub fn dispatch(cli: Cli) -> i32 {
             Ok(EXIT_OK)
         }
         Command::Init => init(&db, format),
-        Command::Learn(args) => super::learn::run(&db, format, args),
-        Command::Unlearn { kbid } => Kb::open(&db).and_then(|kb| {
+        Command::Learn(args) => super::learn::run(&db, format, embedded, args),
+        Command::Daemon { action } => daemon(&db, format, action),
+        Command::Unlearn { kbid } => open(&db).and_then(|kb| {
             let r = kb.unlearn(&kbid)?;
             match format {
                 Format::Json => print_json(&r, false),
@@ -33,7 +37,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
-        Command::Retrieve { kbid, docid } => Kb::open(&db).and_then(|kb| {
+        Command::Retrieve { kbid, docid } => open(&db).and_then(|kb| {
             let r = kb.retrieve(kbid.as_deref(), docid.as_deref())?;
             match format {
                 Format::Json => print_json(&r, true),
@@ -41,8 +45,8 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
-        Command::Search(args) => Kb::open(&db).and_then(|kb| search(&kb, format, args)),
-        Command::Synonyms { action } => Kb::open(&db).and_then(|kb| {
+        Command::Search(args) => open(&db).and_then(|kb| search(&kb, format, args)),
+        Command::Synonyms { action } => open(&db).and_then(|kb| {
             match action {
                 SynonymsAction::Add { term, synonyms } => {
                     kb.synonyms_add(&term, &synonyms)?;
@@ -80,8 +84,8 @@ pub fn dispatch(cli: Cli) -> i32 {
             kbids,
             depth,
             max_chars,
-        } => Kb::open(&db).and_then(|kb| super::recall::run(&kb, format, kbids, depth, max_chars)),
-        Command::Content { ids } => Kb::open(&db).and_then(|kb| {
+        } => open(&db).and_then(|kb| super::recall::run(&kb, format, kbids, depth, max_chars)),
+        Command::Content { ids } => open(&db).and_then(|kb| {
             let c = kb.content(&ids)?;
             match format {
                 Format::Json => print_json(&c, false),
@@ -89,7 +93,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
-        Command::Docs => Kb::open(&db).and_then(|kb| {
+        Command::Docs => open(&db).and_then(|kb| {
             let docs = kb.list_documents()?;
             match format {
                 Format::Json => print_json(&docs, true),
@@ -111,16 +115,16 @@ pub fn dispatch(cli: Cli) -> i32 {
             path,
             with_indexes,
             force,
-        } => Kb::open(&db).and_then(|kb| {
+        } => open(&db).and_then(|kb| {
             super::maintenance::export(&kb, format, path, with_indexes, force)
         }),
-        Command::Import { path, strict } => Kb::open_or_create(&db)
+        Command::Import { path, strict } => Backend::open(&db, embedded, true)
             .and_then(|(kb, _)| super::maintenance::import(&kb, format, &path, strict)),
         Command::Migrate { old_dir } => {
             super::maintenance::migrate(format, &old_dir, explicit_db.as_deref())
         }
-        Command::Check => Kb::open(&db).and_then(|kb| super::maintenance::check(&kb, format)),
-        Command::Gc => Kb::open(&db).and_then(|kb| {
+        Command::Check => open(&db).and_then(|kb| super::maintenance::check(&kb, format)),
+        Command::Gc => open(&db).and_then(|kb| {
             let r = kb.gc()?;
             match format {
                 Format::Json => print_json(&r, false),
@@ -131,8 +135,8 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
             Ok(EXIT_OK)
         }),
-        Command::Rebuild => Kb::open(&db).and_then(|kb| super::maintenance::rebuild(&kb, format)),
-        Command::Status => Kb::open(&db).and_then(|kb| {
+        Command::Rebuild => open(&db).and_then(|kb| super::maintenance::rebuild(&kb, format)),
+        Command::Status => open(&db).and_then(|kb| {
             let s = kb.status()?;
             match format {
                 Format::Json => print_json(&s, true),
@@ -155,8 +159,58 @@ pub fn dispatch(cli: Cli) -> i32 {
     result.unwrap_or_else(|e| report_error(format, &e))
 }
 
+fn daemon(
+    db: &std::path::Path,
+    format: Format,
+    action: Option<DaemonAction>,
+) -> Result<i32, KbError> {
+    match action.unwrap_or(DaemonAction::Run) {
+        DaemonAction::Run => {
+            if let Err(e) = kbdb::daemon::server::serve(db) {
+                // Nobody reads a started daemon's stderr: the client shows this log line.
+                tracing::error!("{e}");
+                return Err(e);
+            }
+            Ok(EXIT_OK)
+        }
+        DaemonAction::Status => {
+            let dir = db
+                .canonicalize()
+                .map_err(|e| KbError::io(format!("cannot resolve {}", db.display()), e))?;
+            let info = kbdb::daemon::client::daemon_info(&dir)?;
+            match format {
+                Format::Json => print_json(
+                    &serde_json::json!({"running": info.is_some(), "daemon": info}),
+                    false,
+                ),
+                Format::Text => match &info {
+                    Some(i) => print_text(&format!(
+                        "running: pid {}, kbdb {} ({}), serving {}",
+                        i.pid, i.version, i.build, i.db
+                    )),
+                    None => print_text(&format!("no daemon serves {}", dir.display())),
+                },
+            }
+            Ok(EXIT_OK)
+        }
+        DaemonAction::Stop => {
+            let dir = db
+                .canonicalize()
+                .map_err(|e| KbError::io(format!("cannot resolve {}", db.display()), e))?;
+            let (sock, _) = kbdb::daemon::endpoint(&dir)?;
+            let stopped = kbdb::daemon::client::stop_daemon(&sock)?;
+            match format {
+                Format::Json => print_json(&serde_json::json!({"stopped": stopped}), false),
+                Format::Text if stopped => print_text("daemon stopped"),
+                Format::Text => print_text("no daemon was running"),
+            }
+            Ok(EXIT_OK)
+        }
+    }
+}
+
 fn init(db: &std::path::Path, format: Format) -> Result<i32, KbError> {
-    let (kb, created) = Kb::open_or_create(db)?;
+    let (kb, created) = kbdb::Kb::open_or_create(db)?;
     match format {
         Format::Json => print_json(
             &serde_json::json!({ "path": kb.dir().display().to_string(), "created": created }),
@@ -215,7 +269,7 @@ fn retrieved_text(r: &Retrieved) -> String {
     }
 }
 
-fn search(kb: &Kb, format: Format, a: SearchArgs) -> Result<i32, KbError> {
+fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
     let req = kbdb::SearchRequest {
         query: a.query,
         mode: a.mode,

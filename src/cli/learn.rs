@@ -6,7 +6,9 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use base64::Engine;
-use kbdb::{Kb, KbError, LearnRequest, LearnResult};
+use kbdb::{KbError, LearnRequest, LearnResult};
+
+use super::backend::Backend;
 
 use super::args::{Format, LearnArgs};
 use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
@@ -14,8 +16,8 @@ use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
 /// Most lines grouped into one transaction by `--jsonl`.
 const JSONL_BATCH: usize = 1024;
 
-pub fn run(db: &Path, format: Format, args: LearnArgs) -> Result<i32, KbError> {
-    let kb = open_creating(db)?;
+pub fn run(db: &Path, format: Format, embedded: bool, args: LearnArgs) -> Result<i32, KbError> {
+    let kb = open_creating(db, embedded)?;
     if args.jsonl {
         return jsonl(&kb, format);
     }
@@ -32,7 +34,7 @@ pub fn run(db: &Path, format: Format, args: LearnArgs) -> Result<i32, KbError> {
 }
 
 /// `--split`: the content is a markdown document stored section by section.
-fn split(kb: &Kb, format: Format, args: LearnArgs) -> Result<i32, KbError> {
+fn split(kb: &Backend, format: Format, args: LearnArgs) -> Result<i32, KbError> {
     let docid = args
         .docid
         .clone()
@@ -66,8 +68,8 @@ fn split(kb: &Kb, format: Format, args: LearnArgs) -> Result<i32, KbError> {
 }
 
 /// `learn` creates the database on first use, and says so on stderr.
-fn open_creating(db: &Path) -> Result<Kb, KbError> {
-    let (kb, created) = Kb::open_or_create(db)?;
+fn open_creating(db: &Path, embedded: bool) -> Result<Backend, KbError> {
+    let (kb, created) = Backend::open(db, embedded, true)?;
     if created {
         eprintln!("created a new knowledge base in {}", kb.dir().display());
     }
@@ -174,7 +176,7 @@ fn result_text(r: &LearnResult) -> String {
 
 /// Read stdin lines on a thread; group whatever is already waiting (up to JSONL_BATCH) into one
 /// transaction, so a fast pipe gets large batches and a slow stream gets low latency.
-fn jsonl(kb: &Kb, format: Format) -> Result<i32, KbError> {
+fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let (tx, rx) = mpsc::sync_channel::<(usize, std::io::Result<String>)>(JSONL_BATCH * 4);
     std::thread::spawn(move || {
         for (i, line) in std::io::stdin().lock().lines().enumerate() {

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use kbdb::{CheckResult, ExportOptions, ImportResult, Kb, KbError};
 
+use super::backend::Backend;
+
 use super::args::Format;
 use super::output::{EXIT_CHECK_FAILED, EXIT_OK, print_json, print_text};
 
@@ -34,7 +36,7 @@ pub fn reporter(bar: &ProgressBar) -> impl Fn(u64, u64) + '_ {
     }
 }
 
-pub fn check(kb: &Kb, format: Format) -> Result<i32, KbError> {
+pub fn check(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let bar = progress_bar("check");
     let r = kb.check_with_progress(&reporter(&bar))?;
     bar.finish_and_clear();
@@ -63,7 +65,7 @@ fn check_text(r: &CheckResult) -> String {
 }
 
 pub fn export(
-    kb: &Kb,
+    kb: &Backend,
     format: Format,
     path: PathBuf,
     with_indexes: bool,
@@ -88,7 +90,7 @@ pub fn export(
     Ok(EXIT_OK)
 }
 
-pub fn import(kb: &Kb, format: Format, path: &Path, strict: bool) -> Result<i32, KbError> {
+pub fn import(kb: &Backend, format: Format, path: &Path, strict: bool) -> Result<i32, KbError> {
     let bar = progress_bar("import");
     let r = kb.import_with_progress(path, strict, &reporter(&bar))?;
     bar.finish_and_clear();
@@ -125,7 +127,7 @@ fn print_import(format: Format, r: &ImportResult) {
     }
 }
 
-pub fn rebuild(kb: &Kb, format: Format) -> Result<i32, KbError> {
+pub fn rebuild(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let bar = progress_bar("rebuild");
     let r = kb.rebuild_with_progress(&reporter(&bar))?;
     bar.finish_and_clear();

@@ -16,15 +16,13 @@ pub const EXIT_PARTIAL: i32 = 6;
 pub const EXIT_CHECK_FAILED: i32 = 7;
 
 pub fn exit_code(e: &KbError) -> i32 {
-    match e {
-        KbError::InvalidInput { .. } | KbError::Config { .. } | KbError::BadImport { .. } => {
-            EXIT_INVALID
+    // By code, so errors that crossed the daemon's wire map the same way.
+    match e.code() {
+        "invalid_input" | "config" | "bad_import" => EXIT_INVALID,
+        "not_found" => EXIT_NOT_FOUND,
+        "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon" => {
+            EXIT_UNAVAILABLE
         }
-        KbError::NotFound(_) => EXIT_NOT_FOUND,
-        KbError::NotInitialized(_)
-        | KbError::NotADirectory(_)
-        | KbError::Locked(_)
-        | KbError::PlainLayout(_) => EXIT_UNAVAILABLE,
         _ => EXIT_INTERNAL,
     }
 }

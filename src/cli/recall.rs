@@ -1,12 +1,14 @@
 //! `kbdb recall`: the spec JSON, or a readable outline for people.
 
-use kbdb::{Kb, KbError, RecallItem, RecallRequest, Recalled, Reference};
+use kbdb::{KbError, RecallItem, RecallRequest, Recalled, Reference};
+
+use super::backend::Backend;
 
 use super::args::Format;
 use super::output::{EXIT_OK, print_json, print_text};
 
 pub fn run(
-    kb: &Kb,
+    kb: &Backend,
     format: Format,
     kbids: Vec<String>,
     depth: i64,

@@ -310,3 +310,13 @@ pub struct ExportResult {
     pub documents_exported: u64,
     pub elapsed_ms: f64,
 }
+
+/// One committed change, as sent to subscribers: `kind` is `section_added`,
+/// `section_changed`, `section_removed`, `document_changed` or `document_removed`; `id` the
+/// kbid or docid.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ChangeEvent {
+    pub seq: u64,
+    pub kind: String,
+    pub id: String,
+}

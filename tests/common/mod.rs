@@ -26,11 +26,23 @@ impl TestDb {
         TestDb { tmp, dir }
     }
 
-    /// `kbdb --db DIR` with a clean environment for kbdb's own variables.
+    /// `kbdb --db DIR` with a clean environment for kbdb's own variables; its daemon's
+    /// socket lives in this test's own runtime folder.
     pub fn cmd(&self) -> Command {
         let mut c = kbdb_cmd();
-        c.arg("--db").arg(&self.dir);
+        c.env("KBDB_RUNTIME_DIR", self.runtime_dir())
+            .arg("--db")
+            .arg(&self.dir);
         c
+    }
+
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.tmp.path().join("run")
+    }
+
+    /// Stop this database's daemon (so a test can open the store itself).
+    pub fn stop_daemon(&self) {
+        let _ = self.cmd().args(["daemon", "stop"]).output();
     }
 
     /// Run with `--format json`, expect success, parse stdout.
@@ -60,19 +72,36 @@ impl TestDb {
         self.json(&["status"])
     }
 
+    /// What the store holds, for "nothing changed" assertions: counts and the change
+    /// sequence (sizes and index state vary with compaction and replay).
+    pub fn state(&self) -> Value {
+        let s = self.status();
+        serde_json::json!([s["sections"], s["documents"], s["last_change_seq"]])
+    }
+
     pub fn path(&self) -> &Path {
         &self.dir
     }
 }
 
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if self.runtime_dir().exists() {
+            self.stop_daemon();
+        }
+    }
+}
+
 impl TestDb {
-    /// `kbdb learn --jsonl --format json` as a child with piped stdin/stdout, holding the
-    /// database open until its stdin closes or it is killed.
+    /// `kbdb --embedded learn --jsonl --format json` as a child with piped stdin/stdout, holding
+    /// the database open (in process) until its stdin closes or it is killed.
     pub fn spawn_jsonl(&self) -> std::process::Child {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+            .env("KBDB_RUNTIME_DIR", self.runtime_dir())
             .args([
                 "--db",
                 self.dir.to_str().unwrap(),
+                "--embedded",
                 "learn",
                 "--jsonl",
                 "--format",
@@ -91,7 +120,11 @@ pub fn kbdb_cmd() -> Command {
     c.env_remove("KBDB_DIR")
         .env_remove("KBDB_MAX_CONTENT_BYTES")
         .env_remove("KBDB_MAX_BATCH")
-        .env_remove("KBDB_LOG");
+        .env_remove("KBDB_LOG")
+        .env_remove("KBDB_EMBEDDED")
+        .env_remove("KBDB_REQUEST_TIMEOUT_SECS")
+        // Daemons of finished tests go away soon.
+        .env("KBDB_DAEMON_IDLE_SECS", "5");
     c
 }
 

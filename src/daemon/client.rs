@@ -1,0 +1,352 @@
+//! The daemon client: connects to the database's daemon, starting one when none answers (a
+//! start lock keeps racing clients from starting two), replaces a daemon of another build, and
+//! calls methods. A read whose daemon died mid-request is retried once on a fresh daemon; a write
+//! is not (it reports that it may not have been applied).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::methods::{IDEMPOTENT_METHODS, LONG_METHODS, error_from_object};
+use super::server::{OPERATION_FAILED, identity};
+use super::{LOG_FILE, START_TIMEOUT, endpoint};
+use crate::config::Config;
+use crate::error::{KbError, Result};
+
+/// What `hello` says about the daemon.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct DaemonInfo {
+    pub version: String,
+    pub build: String,
+    pub pid: u32,
+    pub db: String,
+}
+
+pub struct Client {
+    db_dir: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    request_timeout: Duration,
+    pub info: DaemonInfo,
+}
+
+fn daemon_err(msg: impl Into<String>) -> KbError {
+    KbError::Daemon(msg.into())
+}
+
+/// Connect to a socket and say hello; None when nobody answers.
+fn try_connect(sock: &Path) -> Option<(UnixStream, BufReader<UnixStream>, DaemonInfo)> {
+    let stream = UnixStream::connect(sock).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    let mut writer = stream.try_clone().ok()?;
+    let mut reader = BufReader::new(stream);
+    let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "hello"}).to_string();
+    writer.write_all(format!("{hello}\n").as_bytes()).ok()?;
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let v: Value = serde_json::from_str(&line).ok()?;
+    let info: DaemonInfo = serde_json::from_value(v.get("result")?.clone()).ok()?;
+    Some((writer, reader, info))
+}
+
+/// Whether `pid` still runs (a zombie waiting to be reaped has released everything: it counts
+/// as gone).
+fn process_alive(pid: u32) -> bool {
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // "pid (comm) S …": the state follows the last ')'.
+        return stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+}
+
+/// Ask the daemon on `sock` to stop and wait until it has exited (and so released the
+/// database).
+pub fn stop_daemon(sock: &Path) -> Result<bool> {
+    let Some((mut writer, mut reader, info)) = try_connect(sock) else {
+        return Ok(false);
+    };
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}).to_string();
+    let _ = writer.write_all(format!("{req}\n").as_bytes());
+    let mut line = String::new();
+    let _ = reader.read_line(&mut line);
+    drop((writer, reader));
+    let deadline = Instant::now() + START_TIMEOUT;
+    while (sock.exists() || process_alive(info.pid)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if sock.exists() || process_alive(info.pid) {
+        return Err(daemon_err(format!(
+            "the daemon on {} did not stop within {}s",
+            sock.display(),
+            START_TIMEOUT.as_secs()
+        )));
+    }
+    Ok(true)
+}
+
+/// The running daemon's `hello`, if one answers.
+pub fn daemon_info(db_dir: &Path) -> Result<Option<DaemonInfo>> {
+    let (sock, _) = endpoint(db_dir)?;
+    Ok(try_connect(&sock).map(|(_, _, info)| info))
+}
+
+/// Start `kbdb daemon --db DIR` detached (own session, no terminal, output to the log).
+fn spawn_daemon(db_dir: &Path) -> Result<std::process::Child> {
+    let exe = std::env::current_exe()
+        .map_err(|e| KbError::io("cannot find the kbdb executable to start the daemon", e))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("--db")
+        .arg(db_dir)
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from the client's terminal
+    // and process group so that the client's exit or Ctrl-C does not stop it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map_err(|e| KbError::io("cannot start the kbdb daemon", e))
+}
+
+fn log_tail(db_dir: &Path) -> String {
+    let text = std::fs::read_to_string(db_dir.join(LOG_FILE)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(3).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+impl Client {
+    /// Connect to the daemon of the database in `db_dir` (which must exist), starting one
+    /// when none answers and replacing one of another build.
+    pub fn connect(db_dir: &Path) -> Result<Client> {
+        let db_dir = db_dir
+            .canonicalize()
+            .map_err(|e| KbError::io(format!("cannot resolve {}", db_dir.display()), e))?;
+        let config = Config::load(&db_dir)?;
+        let (sock, lock) = endpoint(&db_dir)?;
+        let (writer, reader, info) = match try_connect(&sock) {
+            Some(c) if c.2.build == identity(&db_dir) => c,
+            Some((_, _, old)) => {
+                tracing::info!(old = %old.build, new = %identity(&db_dir), "replacing a daemon of another build or configuration");
+                drop(old);
+                stop_daemon(&sock)?;
+                start(&db_dir, &sock, &lock)?
+            }
+            None => start(&db_dir, &sock, &lock)?,
+        };
+        Ok(Client {
+            db_dir,
+            reader,
+            writer,
+            next_id: 1,
+            request_timeout: Duration::from_secs(config.daemon.request_timeout_secs),
+            info,
+        })
+    }
+
+    /// Call `method`; `progress` receives `(done, total)` reports of long operations.
+    pub fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> Result<Value> {
+        match self.call_once(method, &params, progress) {
+            Err(CallFailure::Lost(e)) if IDEMPOTENT_METHODS.contains(&method) => {
+                tracing::info!("daemon connection lost ({e}); reconnecting to retry {method}");
+                *self = Client::connect(&self.db_dir)?;
+                self.call_once(method, &params, progress)
+                    .map_err(CallFailure::into_error)
+            }
+            Err(CallFailure::Lost(e)) => Err(daemon_err(format!(
+                "the daemon stopped before answering {method} ({e}); it may or may not have been applied — learning the same content again is safe"
+            ))),
+            r => r.map_err(CallFailure::into_error),
+        }
+    }
+
+    fn call_once(
+        &mut self,
+        method: &str,
+        params: &Value,
+        progress: Option<&dyn Fn(u64, u64)>,
+    ) -> std::result::Result<Value, CallFailure> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if progress.is_some() {
+            req["kbdb_progress"] = json!(true);
+        }
+        let timeout = (!LONG_METHODS.contains(&method)).then_some(self.request_timeout);
+        self.reader
+            .get_ref()
+            .set_read_timeout(timeout)
+            .map_err(CallFailure::Lost)?;
+        let mut line = req.to_string();
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(CallFailure::Lost)?;
+        loop {
+            let mut buf = String::new();
+            match self.reader.read_line(&mut buf) {
+                Ok(0) => {
+                    return Err(CallFailure::Lost(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "connection closed",
+                    )));
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(CallFailure::Failed(daemon_err(format!(
+                        "the daemon did not answer {method} within {}s (daemon.request_timeout_secs)",
+                        self.request_timeout.as_secs()
+                    ))));
+                }
+                Err(e) => return Err(CallFailure::Lost(e)),
+            }
+            let v: Value = serde_json::from_str(&buf).map_err(|e| {
+                CallFailure::Failed(daemon_err(format!(
+                    "unreadable answer from the daemon: {e}"
+                )))
+            })?;
+            if v.get("id").is_none() || v["id"].is_null() && v.get("method").is_some() {
+                // A notification: progress of this request, or a change event.
+                if v["method"] == "progress"
+                    && let Some(p) = progress
+                {
+                    p(
+                        v["params"]["done"].as_u64().unwrap_or(0),
+                        v["params"]["total"].as_u64().unwrap_or(0),
+                    );
+                }
+                continue;
+            }
+            if v["id"] != json!(id) {
+                continue;
+            }
+            if let Some(err) = v.get("error") {
+                let code = err["code"].as_i64().unwrap_or(0);
+                let message = err["message"].as_str().unwrap_or("error").to_string();
+                return Err(CallFailure::Failed(match err.get("data") {
+                    Some(data) if code == OPERATION_FAILED => error_from_object(data),
+                    _ if code == super::server::INVALID_PARAMS => KbError::InvalidInput {
+                        field: "params".into(),
+                        message,
+                    },
+                    _ => daemon_err(format!("daemon error {code}: {message}")),
+                }));
+            }
+            return Ok(v.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// Subscribe this connection to change events; then read them with `next_event`.
+    pub fn subscribe(&mut self) -> Result<()> {
+        self.reader
+            .get_ref()
+            .set_read_timeout(None)
+            .map_err(|e| KbError::io("socket", e))?;
+        self.call("subscribe", json!({}), None).map(|_| ())
+    }
+
+    /// The next change event of a subscribed connection (blocks).
+    pub fn next_event(&mut self) -> Result<crate::model::ChangeEvent> {
+        loop {
+            let mut buf = String::new();
+            match self.reader.read_line(&mut buf) {
+                Ok(0) => return Err(daemon_err("the daemon closed the subscription")),
+                Ok(_) => {}
+                Err(e) => return Err(KbError::io("reading a change event", e)),
+            }
+            let v: Value = serde_json::from_str(&buf)
+                .map_err(|e| daemon_err(format!("unreadable event: {e}")))?;
+            if v["method"] == "changed" {
+                return serde_json::from_value(v["params"].clone())
+                    .map_err(|e| daemon_err(format!("unreadable event: {e}")));
+            }
+        }
+    }
+}
+
+enum CallFailure {
+    /// The connection broke: the daemon may have died.
+    Lost(std::io::Error),
+    Failed(KbError),
+}
+
+impl CallFailure {
+    fn into_error(self) -> KbError {
+        match self {
+            CallFailure::Lost(e) => daemon_err(format!("lost the connection to the daemon: {e}")),
+            CallFailure::Failed(e) => e,
+        }
+    }
+}
+
+/// Start a daemon under the start lock (or find the one another client just started).
+fn start(
+    db_dir: &Path,
+    sock: &Path,
+    lock: &Path,
+) -> Result<(UnixStream, BufReader<UnixStream>, DaemonInfo)> {
+    let lock_file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock)
+        .map_err(|e| KbError::io(format!("cannot open {}", lock.display()), e))?;
+    lock_file
+        .lock()
+        .map_err(|e| KbError::io(format!("cannot lock {}", lock.display()), e))?;
+    // Another client may have started it while we waited for the lock.
+    if let Some(c) = try_connect(sock) {
+        return Ok(c);
+    }
+    let mut child = spawn_daemon(db_dir)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(c) = try_connect(sock) {
+            // Reap the launcher's child record when it exits; the daemon lives on in its own
+            // session.
+            std::thread::spawn(move || child.wait());
+            return Ok(c);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(daemon_err(format!(
+                "the kbdb daemon exited at start ({status}): {}",
+                log_tail(db_dir)
+            )));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(daemon_err(format!(
+                "the kbdb daemon did not answer within {}s: {}",
+                START_TIMEOUT.as_secs(),
+                log_tail(db_dir)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

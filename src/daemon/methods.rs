@@ -1,0 +1,245 @@
+//! Every `Kb` operation as a named method with JSON parameters and a JSON result: the one
+//! dispatcher behind the daemon's JSON-RPC, the embedded CLI and the MCP server
+//! (docs/daemon.md lists the methods).
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::error::KbError;
+use crate::model::{LearnRequest, RecallRequest};
+use crate::{ExportOptions, Kb, SearchRequest, WriteOp, WriteOutcome};
+
+/// Why a call failed.
+#[derive(Debug)]
+pub enum CallError {
+    UnknownMethod(String),
+    /// The parameters do not have the method's shape (JSON-RPC -32602).
+    InvalidParams(String),
+    /// The operation itself failed.
+    Kb(KbError),
+}
+
+impl From<KbError> for CallError {
+    fn from(e: KbError) -> Self {
+        CallError::Kb(e)
+    }
+}
+
+pub type CallResult = std::result::Result<Value, CallError>;
+
+/// Methods that change the store through the write group (the daemon batches these).
+pub const WRITE_METHODS: &[&str] = &["learn", "learn_many", "learn_document", "unlearn"];
+
+/// Methods that only read: safe to retry after a lost connection.
+pub const IDEMPOTENT_METHODS: &[&str] = &[
+    "hello",
+    "retrieve",
+    "recall",
+    "content",
+    "docs",
+    "search",
+    "synonyms_list",
+    "status",
+    "check",
+];
+
+/// Methods that may run long; clients wait for them without a timeout.
+pub const LONG_METHODS: &[&str] = &["check", "gc", "rebuild", "export", "import"];
+
+pub fn params<T: DeserializeOwned>(p: Value) -> std::result::Result<T, CallError> {
+    let p = if p.is_null() { json!({}) } else { p };
+    serde_json::from_value(p).map_err(|e| CallError::InvalidParams(e.to_string()))
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> CallResult {
+    serde_json::to_value(v).map_err(|e| CallError::Kb(KbError::Storage(e.to_string())))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KbidParam {
+    kbid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RetrieveParams {
+    kbid: Option<String>,
+    docid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallParams {
+    kbid: Option<String>,
+    kbids: Option<Vec<String>>,
+    depth: Option<i64>,
+    max_chars: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdsParams {
+    ids: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnManyParams {
+    pub requests: Vec<LearnRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnDocumentParams {
+    pub docid: String,
+    pub markdown: String,
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SynonymsParams {
+    term: String,
+    #[serde(default)]
+    synonyms: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportParams {
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    with_indexes: bool,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    confine_to: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportParams {
+    path: PathBuf,
+    #[serde(default)]
+    strict: bool,
+}
+
+/// One result of a batch: `{"ok": …}` or `{"error": {code, message, field?}}`.
+pub fn item_result<T: serde::Serialize>(r: crate::Result<T>) -> Value {
+    match r {
+        Ok(v) => json!({ "ok": v }),
+        Err(e) => json!({ "error": error_object(&e) }),
+    }
+}
+
+/// The wire form of an error: `{code, message, field?}`.
+pub fn error_object(e: &KbError) -> Value {
+    let mut o = json!({ "code": e.code(), "message": e.to_string() });
+    if let Some(f) = e.field() {
+        o["field"] = f.into();
+    }
+    o
+}
+
+/// An error back from its wire form.
+pub fn error_from_object(o: &Value) -> KbError {
+    KbError::Remote {
+        code: o["code"].as_str().unwrap_or("internal").to_string(),
+        message: o["message"].as_str().unwrap_or("unknown error").to_string(),
+        field: o["field"].as_str().map(str::to_string),
+    }
+}
+
+/// Parse a write method's parameters into write operations (one, or many for `learn_many`).
+pub fn write_ops(method: &str, p: Value) -> std::result::Result<Vec<WriteOp>, CallError> {
+    Ok(match method {
+        "learn" => vec![WriteOp::Learn(params(p)?)],
+        "learn_many" => params::<LearnManyParams>(p)?
+            .requests
+            .into_iter()
+            .map(WriteOp::Learn)
+            .collect(),
+        "learn_document" => {
+            let p: LearnDocumentParams = params(p)?;
+            vec![WriteOp::LearnDocument {
+                docid: p.docid,
+                markdown: p.markdown,
+                title: p.title,
+            }]
+        }
+        "unlearn" => vec![WriteOp::Unlearn {
+            kbid: params::<KbidParam>(p)?.kbid,
+        }],
+        other => return Err(CallError::UnknownMethod(other.to_string())),
+    })
+}
+
+/// The JSON result of a write method from the outcomes of its operations.
+pub fn write_result(method: &str, outcomes: Vec<crate::Result<WriteOutcome>>) -> CallResult {
+    if method == "learn_many" {
+        return Ok(Value::Array(
+            outcomes.into_iter().map(item_result).collect(),
+        ));
+    }
+    match outcomes.into_iter().next() {
+        Some(Ok(o)) => to_value(o),
+        Some(Err(e)) => Err(CallError::Kb(e)),
+        None => Err(CallError::Kb(KbError::Storage("no result".into()))),
+    }
+}
+
+/// Run `method` on `kb`. Writes run as their own group here; the daemon batches them instead.
+pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> CallResult {
+    match method {
+        m if WRITE_METHODS.contains(&m) => {
+            let ops = write_ops(m, p)?;
+            write_result(m, kb.write_group(ops)?)
+        }
+        "retrieve" => {
+            let p: RetrieveParams = params(p)?;
+            to_value(kb.retrieve(p.kbid.as_deref(), p.docid.as_deref())?)
+        }
+        "recall" => {
+            let p: RecallParams = params(p)?;
+            let req = RecallRequest::new(p.kbid, p.kbids, p.depth, p.max_chars)?;
+            to_value(kb.recall(&req)?)
+        }
+        "content" => to_value(kb.content(&params::<IdsParams>(p)?.ids)?),
+        "docs" => to_value(kb.list_documents()?),
+        "search" => to_value(kb.search(&params::<SearchRequest>(p)?)?),
+        "synonyms_add" => {
+            let p: SynonymsParams = params(p)?;
+            to_value(kb.synonyms_add(&p.term, &p.synonyms)?)
+        }
+        "synonyms_remove" => {
+            let p: SynonymsParams = params(p)?;
+            to_value(json!({"term": p.term, "removed": kb.synonyms_remove(&p.term, &p.synonyms)?}))
+        }
+        "synonyms_list" => to_value(kb.synonyms_list()?),
+        "status" => to_value(kb.status()?),
+        "check" => to_value(kb.check_with_progress(progress)?),
+        "gc" => to_value(kb.gc()?),
+        "rebuild" => to_value(kb.rebuild_with_progress(progress)?),
+        "export" => {
+            let p: ExportParams = params(p)?;
+            let opts = ExportOptions {
+                path: p.path.unwrap_or_else(|| PathBuf::from("kbdb-export")),
+                with_indexes: p.with_indexes,
+                force: p.force,
+                confine_to: p.confine_to,
+            };
+            to_value(kb.export_with_progress(&opts, progress)?)
+        }
+        "import" => {
+            let p: ImportParams = params(p)?;
+            to_value(kb.import_with_progress(&p.path, p.strict, progress)?)
+        }
+        other => Err(CallError::UnknownMethod(other.to_string())),
+    }
+}

@@ -1,0 +1,110 @@
+//! The worker daemon (docs/daemon.md): one process owns a database and serves every client
+//! (CLI, MCP servers, scripts) over a Unix socket, JSON-RPC 2.0 with one message per line.
+//! Writes from all clients are grouped into shared transactions (group commit).
+
+pub mod client;
+pub mod methods;
+pub mod server;
+
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{KbError, Result};
+
+/// Longest accepted message line (a 10 MiB image is ~14 MiB of base64 inside JSON).
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// How long a client waits for a daemon it started to accept connections.
+pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+/// The log file, in the database folder.
+pub const LOG_FILE: &str = "daemon.log";
+
+fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The private per-user folder for sockets and start locks: `$KBDB_RUNTIME_DIR`, else
+/// `$XDG_RUNTIME_DIR/kbdb`, else `/tmp/kbdb-<uid>`. Created 0700; refused when another user
+/// owns it or others can enter it.
+pub fn runtime_dir() -> Result<PathBuf> {
+    let dir = if let Some(d) = std::env::var_os("KBDB_RUNTIME_DIR") {
+        PathBuf::from(d)
+    } else if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR") {
+        PathBuf::from(d).join("kbdb")
+    } else {
+        std::env::temp_dir().join(format!("kbdb-{}", uid()))
+    };
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        Ok(()) => {}
+        Err(e) => return Err(KbError::io(format!("cannot create {}", dir.display()), e)),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .map_err(|e| KbError::io(format!("cannot access {}", dir.display()), e))?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(KbError::Daemon(format!(
+            "runtime folder {} is not a plain folder",
+            dir.display()
+        )));
+    }
+    if meta.uid() != uid() {
+        return Err(KbError::Daemon(format!(
+            "runtime folder {} belongs to uid {}, not to you (uid {}); set KBDB_RUNTIME_DIR to a private folder",
+            dir.display(),
+            meta.uid(),
+            uid()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| KbError::io(format!("cannot make {} private", dir.display()), e))?;
+    }
+    Ok(dir)
+}
+
+/// Socket and start-lock paths of a database: named after the SHA-256 of its canonical path.
+pub fn endpoint(db_dir: &Path) -> Result<(PathBuf, PathBuf)> {
+    let canonical = db_dir
+        .canonicalize()
+        .map_err(|e| KbError::io(format!("cannot resolve {}", db_dir.display()), e))?;
+    let digest = crate::model::kbid::sha256(canonical.as_os_str().as_encoded_bytes());
+    let name = crate::model::kbid::hex(&digest[..16]);
+    let dir = runtime_dir()?;
+    Ok((
+        dir.join(format!("{name}.sock")),
+        dir.join(format!("{name}.lock")),
+    ))
+}
+
+/// The uid of the process at the other end of a Unix socket.
+pub fn peer_uid(stream: &std::os::unix::net::UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is open.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(cred.uid)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+pub(crate) fn my_uid() -> u32 {
+    uid()
+}

@@ -1,0 +1,450 @@
+//! The daemon: accepts clients on the database's socket, runs reads on each connection's
+//! thread (concurrent snapshots) and funnels writes to one writer thread that applies
+//! everything queued in one transaction (group commit).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::methods::{self, CallError};
+use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
+use crate::error::{KbError, Result};
+use crate::{Kb, WriteOp, WriteOutcome};
+
+/// JSON-RPC error codes.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+/// An operation failed; `data` holds `{code, message, field?}`.
+pub const OPERATION_FAILED: i64 = -32000;
+
+/// What a daemon was started with: the build, and the `worker.toml` it loaded (its
+/// modification time), so a client replaces a daemon of another build or an outdated
+/// configuration.
+pub fn identity(db_dir: &Path) -> String {
+    let config = std::fs::metadata(db_dir.join(crate::config::CONFIG_FILE))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{} config={config}", build_id())
+}
+
+/// Identity of this build: version plus the executable's size and modification time, so a
+/// client of another build (even with the same version number) replaces the daemon.
+pub fn build_id() -> String {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| std::fs::metadata(p).ok());
+    let (len, mtime) = exe
+        .map(|m| {
+            let t = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            (m.len(), t)
+        })
+        .unwrap_or((0, 0));
+    format!("{}/{len}-{mtime}", env!("CARGO_PKG_VERSION"))
+}
+
+struct Job {
+    ops: Vec<WriteOp>,
+    reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, String>>,
+}
+
+type Conn = Arc<Mutex<UnixStream>>;
+
+struct State {
+    kb: Arc<Kb>,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    subscribers: Mutex<Vec<Conn>>,
+    /// Last change sequence sent to subscribers.
+    notified_seq: Mutex<u64>,
+    active: AtomicUsize,
+    last_activity: Mutex<Instant>,
+    stop: Arc<AtomicBool>,
+    build: String,
+}
+
+impl State {
+    fn touch(&self) {
+        if let Ok(mut t) = self.last_activity.lock() {
+            *t = Instant::now();
+        }
+    }
+
+    /// Send every change committed since the last notification to the subscribers.
+    fn notify(&self) {
+        let Ok(mut seq) = self.notified_seq.lock() else {
+            return;
+        };
+        let Ok(subs) = self.subscribers.lock() else {
+            return;
+        };
+        if subs.is_empty() {
+            if let Ok(s) = self.kb.status() {
+                *seq = s.last_change_seq;
+            }
+            return;
+        }
+        drop(subs);
+        let Ok(events) = self.kb.changes_since(*seq) else {
+            return;
+        };
+        if let Some(last) = events.last() {
+            *seq = last.seq;
+        }
+        let Ok(mut subs) = self.subscribers.lock() else {
+            return;
+        };
+        for e in events {
+            let line = json!({"jsonrpc": "2.0", "method": "changed", "params": e}).to_string();
+            subs.retain(|c| send_line(c, &line).is_ok());
+        }
+    }
+}
+
+fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
+    let mut s = conn
+        .lock()
+        .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
+    s.write_all(line.as_bytes())?;
+    s.write_all(b"\n")?;
+    s.flush()
+}
+
+fn response(id: &Value, result: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+}
+
+fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
+    let mut err = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        err["data"] = d;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": err}).to_string()
+}
+
+/// Serve the database in `db_dir` until idle, SIGTERM/SIGINT or a `shutdown` request.
+pub fn serve(db_dir: &Path) -> Result<()> {
+    let kb = Arc::new(Kb::open(db_dir)?);
+    let (sock, _) = endpoint(kb.dir())?;
+    if sock.exists() {
+        if UnixStream::connect(&sock).is_ok() {
+            return Err(KbError::Daemon(format!(
+                "a kbdb daemon already serves {} (socket {})",
+                kb.dir().display(),
+                sock.display()
+            )));
+        }
+        // Nobody answers: a socket left behind by a daemon that died.
+        std::fs::remove_file(&sock)
+            .map_err(|e| KbError::io(format!("cannot remove stale {}", sock.display()), e))?;
+    }
+    let listener = UnixListener::bind(&sock)
+        .map_err(|e| KbError::io(format!("cannot listen on {}", sock.display()), e))?;
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| KbError::io(format!("cannot protect {}", sock.display()), e))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| KbError::io("cannot configure the socket", e))?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| KbError::io("cannot install signal handlers", e))?;
+    }
+    let idle = match kb.config().daemon.idle_timeout_secs {
+        0 => None,
+        s => Some(Duration::from_secs(s)),
+    };
+    let (tx, rx) = mpsc::channel::<Job>();
+    let state = Arc::new(State {
+        notified_seq: Mutex::new(kb.status()?.last_change_seq),
+        kb: kb.clone(),
+        jobs: Mutex::new(Some(tx)),
+        subscribers: Mutex::new(Vec::new()),
+        active: AtomicUsize::new(0),
+        last_activity: Mutex::new(Instant::now()),
+        stop: stop.clone(),
+        build: identity(kb.dir()),
+    });
+    let writer = {
+        let state = state.clone();
+        std::thread::spawn(move || write_loop(&state, rx))
+    };
+    tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
+
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                state.touch();
+                state.active.fetch_add(1, Ordering::SeqCst);
+                let state = state.clone();
+                std::thread::spawn(move || {
+                    if let Err(e) = handle(&state, stream) {
+                        tracing::debug!("connection ended: {e}");
+                    }
+                    state.active.fetch_sub(1, Ordering::SeqCst);
+                    state.touch();
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                wait_readable(&listener, 100);
+                if let Some(idle) = idle
+                    && state.active.load(Ordering::SeqCst) == 0
+                    && state
+                        .last_activity
+                        .lock()
+                        .map(|t| t.elapsed())
+                        .unwrap_or_default()
+                        >= idle
+                {
+                    tracing::info!("idle for {}s: stopping", idle.as_secs());
+                    break;
+                }
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    // Stop taking connections first, then let queued writes finish.
+    let _ = std::fs::remove_file(&sock);
+    drop(listener);
+    if let Ok(mut jobs) = state.jobs.lock() {
+        jobs.take();
+    }
+    let _ = writer.join();
+    if let Err(e) = kb.flush_index() {
+        tracing::warn!("index flush at shutdown failed (it is replayed on the next open): {e}");
+    }
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+/// Block until a connection is waiting or `ms` pass (so accepting costs no polling delay and
+/// the stop and idle checks still run).
+fn wait_readable(listener: &UnixListener, ms: i32) {
+    use std::os::fd::AsRawFd;
+    let mut fds = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe {
+        libc::poll(&mut fds, 1, ms);
+    }
+}
+
+fn write_loop(state: &State, rx: mpsc::Receiver<Job>) {
+    let max = state.kb.config().limits.max_batch;
+    let mut carry: Option<Job> = None;
+    loop {
+        let first = match carry.take() {
+            Some(j) => j,
+            None => match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(j) => j,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            },
+        };
+        // Everything queued while the previous group committed joins this one.
+        let mut n = first.ops.len();
+        let mut jobs = vec![first];
+        while let Ok(j) = rx.try_recv() {
+            if n + j.ops.len() > max {
+                carry = Some(j);
+                break;
+            }
+            n += j.ops.len();
+            jobs.push(j);
+        }
+        let counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
+        let ops: Vec<WriteOp> = jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
+        tracing::debug!(writes = ops.len(), clients = jobs.len(), "group commit");
+        match state.kb.write_group(ops) {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for (job, count) in jobs.into_iter().zip(counts) {
+                    let mine: Vec<_> = results.by_ref().take(count).collect();
+                    let _ = job.reply.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for job in jobs {
+                    let _ = job.reply.send(Err(msg.clone()));
+                }
+            }
+        }
+        state.notify();
+    }
+}
+
+/// Read one line of at most `MAX_MESSAGE_BYTES`. Ok(None) at end of stream.
+fn read_message(
+    reader: &mut impl BufRead,
+) -> std::io::Result<Option<std::result::Result<Vec<u8>, ()>>> {
+    let mut buf = Vec::new();
+    let n = reader
+        .by_ref()
+        .take(MAX_MESSAGE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() != Some(&b'\n') && buf.len() > MAX_MESSAGE_BYTES {
+        return Ok(Some(Err(())));
+    }
+    Ok(Some(Ok(buf)))
+}
+
+fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
+    match peer_uid(&stream) {
+        Ok(uid) if uid == my_uid() => {}
+        Ok(uid) => {
+            tracing::warn!(uid, "refused a client of another user");
+            return Ok(());
+        }
+        Err(e) => {
+            tracing::warn!("cannot read peer credentials ({e}); refusing the client");
+            return Ok(());
+        }
+    }
+    let conn: Conn = Arc::new(Mutex::new(stream.try_clone()?));
+    let mut reader = BufReader::new(stream);
+    loop {
+        let line = match read_message(&mut reader)? {
+            None => return Ok(()),
+            Some(Err(())) => {
+                let msg = format!("message exceeds {MAX_MESSAGE_BYTES} bytes");
+                send_line(
+                    &conn,
+                    &error_response(&Value::Null, INVALID_REQUEST, &msg, None),
+                )?;
+                return Ok(());
+            }
+            Some(Ok(line)) => line,
+        };
+        state.touch();
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let req: Value = match serde_json::from_slice(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = format!("parse error: {e}");
+                send_line(
+                    &conn,
+                    &error_response(&Value::Null, PARSE_ERROR, &msg, None),
+                )?;
+                continue;
+            }
+        };
+        let id = req.get("id").cloned().unwrap_or(Value::Null);
+        let method = req.get("method").and_then(Value::as_str);
+        let (Some(method), true) = (method, req.get("jsonrpc") == Some(&json!("2.0"))) else {
+            let msg = "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
+            send_line(&conn, &error_response(&id, INVALID_REQUEST, msg, None))?;
+            continue;
+        };
+        let params = req.get("params").cloned().unwrap_or(Value::Null);
+        let wants_progress = req.get("kbdb_progress") == Some(&json!(true));
+        let out = dispatch(state, &conn, method, params, wants_progress);
+        let line = match out {
+            Ok(v) => response(&id, v),
+            Err(CallError::UnknownMethod(m)) => {
+                error_response(&id, METHOD_NOT_FOUND, &format!("unknown method: {m}"), None)
+            }
+            Err(CallError::InvalidParams(m)) => {
+                error_response(&id, INVALID_PARAMS, &format!("invalid params: {m}"), None)
+            }
+            Err(CallError::Kb(e)) => error_response(
+                &id,
+                OPERATION_FAILED,
+                &e.to_string(),
+                Some(methods::error_object(&e)),
+            ),
+        };
+        send_line(&conn, &line)?;
+        if method == "shutdown" {
+            state.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+fn dispatch(
+    state: &Arc<State>,
+    conn: &Conn,
+    method: &str,
+    params: Value,
+    wants_progress: bool,
+) -> methods::CallResult {
+    match method {
+        "hello" => Ok(json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "build": state.build,
+            "pid": std::process::id(),
+            "db": state.kb.dir().display().to_string(),
+        })),
+        "shutdown" => Ok(json!({"stopping": true})),
+        "subscribe" => {
+            if let Ok(mut subs) = state.subscribers.lock() {
+                subs.push(conn.clone());
+            }
+            Ok(json!({"subscribed": true}))
+        }
+        m if methods::WRITE_METHODS.contains(&m) => {
+            let ops = methods::write_ops(m, params)?;
+            let (reply, answer) = mpsc::channel();
+            let sent = state
+                .jobs
+                .lock()
+                .ok()
+                .and_then(|j| j.as_ref().map(|tx| tx.send(Job { ops, reply }).is_ok()))
+                .unwrap_or(false);
+            if !sent {
+                return Err(CallError::Kb(KbError::Daemon(
+                    "the daemon is shutting down; retry".into(),
+                )));
+            }
+            match answer.recv() {
+                Ok(Ok(outcomes)) => methods::write_result(m, outcomes),
+                Ok(Err(msg)) => Err(CallError::Kb(KbError::Storage(msg))),
+                Err(_) => Err(CallError::Kb(KbError::Daemon(
+                    "the writer stopped before answering".into(),
+                ))),
+            }
+        }
+        m => {
+            let progress = |done: u64, total: u64| {
+                if wants_progress {
+                    let line = json!({"jsonrpc": "2.0", "method": "progress",
+                                      "params": {"done": done, "total": total}})
+                    .to_string();
+                    let _ = send_line(conn, &line);
+                }
+            };
+            let r = methods::call(&state.kb, m, params, &progress);
+            if matches!(m, "gc" | "import" | "synonyms_add" | "synonyms_remove") {
+                state.notify();
+            }
+            r
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Write operations as values, so that many of them — from one caller or from many clients of
+//! the daemon — can be applied in one transaction (group commit: one fsync for all). Each
+//! operation is validated on its own first: a bad one fails alone and changes nothing.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Limits;
+use crate::error::{KbError, Result};
+use crate::learn::{self, Prepared};
+use crate::model::{
+    DocumentLearnResult, DocumentLearnSection, LearnRequest, LearnResult, UnlearnResult, validate,
+};
+use crate::store::txn::WriteTables;
+use crate::text;
+
+/// One write.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum WriteOp {
+    Learn(LearnRequest),
+    LearnDocument {
+        docid: String,
+        markdown: String,
+        #[serde(default)]
+        title: Option<String>,
+    },
+    Unlearn {
+        kbid: String,
+    },
+}
+
+/// The result of one write.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum WriteOutcome {
+    Learned(LearnResult),
+    Document(DocumentLearnResult),
+    Unlearned(UnlearnResult),
+}
+
+pub(crate) enum PreparedOp {
+    Learn(Box<Prepared>),
+    Document {
+        docid: String,
+        title: Option<String>,
+        sections: Vec<Prepared>,
+    },
+    Unlearn(String),
+}
+
+/// Validate a write without touching the store.
+pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
+    match op {
+        WriteOp::Learn(req) => Ok(PreparedOp::Learn(Box::new(learn::prepare(req, limits)?))),
+        WriteOp::Unlearn { kbid } => {
+            crate::model::kbid::validate_kbid("kbid", &kbid)?;
+            Ok(PreparedOp::Unlearn(kbid))
+        }
+        WriteOp::LearnDocument {
+            docid,
+            markdown,
+            title,
+        } => {
+            validate::validate_docid(&docid)?;
+            let title =
+                validate::validate_line("title", title.as_deref(), validate::MAX_TITLE_CHARS)?;
+            let sections = text::markdown::split_sections(&markdown);
+            if sections.is_empty() {
+                return Err(KbError::invalid(
+                    "content",
+                    "has no sections (the document is empty)",
+                ));
+            }
+            let mut prepared = Vec::with_capacity(sections.len());
+            for (n, s) in sections.iter().enumerate() {
+                let req = LearnRequest {
+                    content: s.text.clone(),
+                    title: (!s.title.is_empty()).then(|| s.title.clone()),
+                    docid: Some(docid.clone()),
+                    ..Default::default()
+                };
+                let mut p = learn::prepare(req, limits).map_err(|e| match e {
+                    KbError::InvalidInput { field, message } => KbError::InvalidInput {
+                        message: format!(
+                            "section {n} (\"{}\"): {message}",
+                            text::preview(&s.title, 60)
+                        ),
+                        field,
+                    },
+                    other => other,
+                })?;
+                p.attach = false;
+                prepared.push(p);
+            }
+            let title = title.or_else(|| {
+                sections
+                    .iter()
+                    .find(|s| s.level > 0 && !s.title.is_empty())
+                    .map(|s| s.title.clone())
+            });
+            Ok(PreparedOp::Document {
+                docid,
+                title,
+                sections: prepared,
+            })
+        }
+    }
+}
+
+/// Apply a validated write inside `t`. Only storage errors fail here (and fail the group).
+pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutcome> {
+    match op {
+        PreparedOp::Learn(p) => Ok(WriteOutcome::Learned(learn::apply(t, *p)?)),
+        PreparedOp::Unlearn(kbid) => Ok(WriteOutcome::Unlearned(UnlearnResult {
+            removed: crate::unlearn::remove_section(t, &kbid)?,
+            elapsed_ms: 0.0,
+        })),
+        PreparedOp::Document {
+            docid,
+            title,
+            sections,
+        } => {
+            let mut out = Vec::with_capacity(sections.len());
+            for p in sections {
+                let r = learn::apply(t, p)?;
+                out.push(DocumentLearnSection {
+                    new: !r.skipped,
+                    kbid: r.kbid,
+                    heading: r.title,
+                });
+            }
+            let kbids: Vec<String> = out.iter().map(|s| s.kbid.clone()).collect();
+            let now = t.now().to_string();
+            let change = learn::set_manifest(t, &docid, kbids, |doc| {
+                doc.title = title.clone();
+                doc.updated_at = now;
+            })?;
+            Ok(WriteOutcome::Document(DocumentLearnResult {
+                docid,
+                title,
+                added: out.iter().filter(|s| s.new).count(),
+                unchanged: out.iter().filter(|s| !s.new).count(),
+                sections: out,
+                changed: change.is_some(),
+                detached: change.unwrap_or_default(),
+                elapsed_ms: 0.0,
+            }))
+        }
+    }
+}
+
+impl WriteOutcome {
+    /// Whether applying it may have changed the store (an unlearn of an unknown kbid did not).
+    pub(crate) fn changed_something(&self) -> bool {
+        !matches!(
+            self,
+            WriteOutcome::Unlearned(UnlearnResult { removed: false, .. })
+        )
+    }
+
+    pub(crate) fn set_elapsed(&mut self, ms: f64) {
+        match self {
+            WriteOutcome::Learned(r) => r.elapsed_ms = ms,
+            WriteOutcome::Document(r) => r.elapsed_ms = ms,
+            WriteOutcome::Unlearned(r) => r.elapsed_ms = ms,
+        }
+    }
+}
