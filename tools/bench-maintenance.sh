@@ -54,4 +54,4 @@ t() { # label, command...: run, print "label<TAB>seconds<TAB>exit code" (check e
   t "rebuild" "$BIN" --db "$W/kb" rebuild --format json
 } | column -t -s $'\t'
 "$BIN" --db "$W/kb" status
-"$BIN" --db "$W/kb" check --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); print("check ok:", r["ok"], "sections:", r["sections_checked"], "references:", r["references_checked"], "errors:", len(r["errors"]), "warnings:", len(r["warnings"]))' || true
+"$BIN" --db "$W/kb" check --format json | python3 -c 'import json,sys; r=json.load(sys.stdin); import collections; print("check ok:", r["ok"], "sections:", r["sections_checked"], "references:", r["references_checked"], "errors:", dict(collections.Counter(e["type"] for e in r["errors"])), "warnings:", len(r["warnings"]))' || true

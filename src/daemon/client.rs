@@ -58,17 +58,22 @@ fn try_connect(sock: &Path) -> Option<(UnixStream, BufReader<UnixStream>, Daemon
     Some((writer, reader, info))
 }
 
-/// Whether `pid` still runs (a zombie waiting to be reaped has released everything: it counts
-/// as gone).
+/// Whether any thread of `pid` still runs. A zombie has released everything (files, the
+/// database lock) — but the group leader turns zombie before its other threads finish
+/// exiting, so every thread is looked at.
 fn process_alive(pid: u32) -> bool {
-    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // "pid (comm) S …": the state follows the last ')'.
-        return stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']));
-    }
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid as libc::pid_t, 0) == 0 }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        // No /proc: ask the kernel (a zombie then counts as alive until reaped).
+        // SAFETY: signal 0 only checks that the process exists.
+        return unsafe { libc::kill(pid as libc::pid_t, 0) == 0 };
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
+            // "tid (comm) S …": the state follows the last ')'.
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    })
 }
 
 /// Ask the daemon on `sock` to stop and wait until it has exited (and so released the
@@ -142,9 +147,9 @@ impl Client {
         let (sock, lock) = endpoint(&db_dir)?;
         let (writer, reader, info) = match try_connect(&sock) {
             Some(c) if c.2.build == identity(&db_dir) => c,
-            Some((_, _, old)) => {
+            Some((writer, reader, old)) => {
                 tracing::info!(old = %old.build, new = %identity(&db_dir), "replacing a daemon of another build or configuration");
-                drop(old);
+                drop((writer, reader));
                 stop_daemon(&sock)?;
                 start(&db_dir, &sock, &lock)?
             }

@@ -261,7 +261,18 @@ pub(crate) fn check(
         for v in values {
             kbids.push(v?.value().to_string());
         }
-        if kbids.len() > 1 {
+        // Sections of one document may share a derived key (a heading repeated in the same
+        // document): those are parts, not contradicting versions.
+        let mut common: Option<HashSet<String>> = None;
+        for k in &kbids {
+            let docs: HashSet<String> = t.docs_of(k)?.into_iter().collect();
+            common = Some(match common {
+                None => docs,
+                Some(c) => c.intersection(&docs).cloned().collect(),
+            });
+        }
+        let same_document = common.is_some_and(|c| !c.is_empty());
+        if kbids.len() > 1 && !same_document {
             r.error(
                 "divergent_content",
                 k.value(),

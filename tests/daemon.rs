@@ -1,0 +1,516 @@
+//! The worker daemon through the real binary and real sockets: many concurrent clients,
+//! SIGKILL mid-way, stale sockets, build replacement, idle exit, start races, malformed
+//! messages, subscriptions, SIGTERM and the peer uid check.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+use serde_json::{Value, json};
+
+fn socket_path(db: &TestDb) -> PathBuf {
+    std::fs::read_dir(db.runtime_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "sock"))
+        .expect("the daemon's socket")
+}
+
+fn daemon_pid(db: &TestDb) -> Option<u32> {
+    let v = db.json(&["daemon", "status"]);
+    v["daemon"]["pid"].as_u64().map(|p| p as u32)
+}
+
+/// Whether any thread of `pid` still runs (the leader turns zombie before its threads end).
+fn alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .unwrap()
+                .1
+                .trim_start()
+                .starts_with(['Z', 'X'])
+        })
+    })
+}
+
+/// The processes running `kbdb … daemon` for this database.
+fn daemons_of(db: &TestDb) -> Vec<u32> {
+    let dir = db.dir.to_str().unwrap().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmd
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if args.iter().any(|a| a == "daemon") && args.contains(&dir) && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A raw JSON-RPC connection to the daemon.
+struct Raw {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Raw {
+    fn connect(db: &TestDb) -> Raw {
+        let s = UnixStream::connect(socket_path(db)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        Raw {
+            writer: s.try_clone().unwrap(),
+            reader: BufReader::new(s),
+        }
+    }
+    fn send(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).unwrap();
+        self.writer.write_all(b"\n").unwrap();
+    }
+    fn read(&mut self) -> Option<Value> {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&line).unwrap()),
+        }
+    }
+    fn call(&mut self, v: Value) -> Value {
+        self.send(&v.to_string());
+        self.read().expect("an answer")
+    }
+}
+
+/// 16 clients, 90 % reads and 10 % writes, for `secs`; optionally SIGKILL the daemon mid-way.
+/// Returns (acknowledged and still wanted kbids, failures as (operation, message)).
+fn hammer(
+    db: &Arc<TestDb>,
+    secs: u64,
+    kill_at: Option<Duration>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    db.learn(&["seed section about nebula clusters", "--docid", "seed"]);
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let failures = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for c in 0..16 {
+        let (db, acked, failures, stop) =
+            (db.clone(), acked.clone(), failures.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut mine: Vec<String> = Vec::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let (op, args): (&str, Vec<String>) = match n % 10 {
+                    0 => (
+                        "learn",
+                        vec![
+                            "learn".into(),
+                            format!("client {c} fact {n} nebula"),
+                            "--docid".into(),
+                            format!("c/{c}"),
+                        ],
+                    ),
+                    5 if mine.len() > 3 => ("unlearn", vec!["unlearn".into(), mine.remove(0)]),
+                    1 | 4 | 7 if !mine.is_empty() => (
+                        "recall",
+                        vec![
+                            "recall".into(),
+                            mine[mine.len() - 1].clone(),
+                            "--depth".into(),
+                            "1".into(),
+                        ],
+                    ),
+                    2 => ("status", vec!["status".into()]),
+                    _ => (
+                        "search",
+                        vec![
+                            "search".into(),
+                            "nebula".into(),
+                            "--limit".into(),
+                            "5".into(),
+                        ],
+                    ),
+                };
+                let out = db
+                    .cmd()
+                    .args(&args)
+                    .args(["--format", "json"])
+                    .output()
+                    .unwrap();
+                if !out.status.success() {
+                    let msg = String::from_utf8_lossy(&out.stdout).into_owned();
+                    failures.lock().unwrap().push((op.to_string(), msg));
+                    continue;
+                }
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                match op {
+                    "learn" => mine.push(v["kbid"].as_str().unwrap().to_string()),
+                    "unlearn" => assert_eq!(v["removed"], true),
+                    _ => {}
+                }
+            }
+            acked.lock().unwrap().extend(mine);
+        }));
+    }
+    let start = Instant::now();
+    if let Some(at) = kill_at {
+        std::thread::sleep(at);
+        let pid = daemon_pid(db).expect("a daemon runs");
+        // SAFETY: sending SIGKILL to the daemon this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        assert!(
+            !daemons_of(db).contains(&pid) || {
+                std::thread::sleep(Duration::from_millis(200));
+                !alive(pid)
+            }
+        );
+    }
+    std::thread::sleep(Duration::from_secs(secs).saturating_sub(start.elapsed()));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    let failures = failures.lock().unwrap().clone();
+    (acked, failures)
+}
+
+fn assert_all_present_and_check_clean(db: &TestDb, acked: &[String]) {
+    assert!(!acked.is_empty());
+    for chunk in acked.chunks(50) {
+        let mut args = vec!["recall"];
+        args.extend(chunk.iter().map(String::as_str));
+        let out = db
+            .cmd()
+            .args(&args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "acknowledged sections missing: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let out = db
+        .cmd()
+        .args(["check", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "check: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn sixteen_clients_mixing_reads_and_writes_see_no_errors() {
+    let db = Arc::new(TestDb::new());
+    let (acked, failures) = hammer(&db, 8, None);
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_all_present_and_check_clean(&db, &acked);
+    assert_eq!(daemons_of(&db).len(), 1, "one daemon served everyone");
+}
+
+#[test]
+fn a_daemon_killed_mid_way_loses_no_acknowledged_write() {
+    let db = Arc::new(TestDb::new());
+    let (acked, failures) = hammer(&db, 8, Some(Duration::from_secs(3)));
+    // Reads are retried on a fresh daemon; only a write in flight at the kill may fail, and it
+    // says so.
+    for (op, msg) in &failures {
+        assert!(
+            matches!(op.as_str(), "learn" | "unlearn") && msg.contains("stopped before answering"),
+            "{op}: {msg}"
+        );
+    }
+    assert!(failures.len() <= 16, "{failures:?}");
+    assert_all_present_and_check_clean(&db, &acked);
+    assert_eq!(
+        daemons_of(&db).len(),
+        1,
+        "the next client started exactly one new daemon"
+    );
+}
+
+#[test]
+fn a_stale_socket_is_replaced() {
+    let db = TestDb::new();
+    db.learn(&["stale socket fact"]);
+    let pid = daemon_pid(&db).unwrap();
+    // SAFETY: killing the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    while alive(pid) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        socket_path(&db).exists(),
+        "SIGKILL leaves the socket file behind"
+    );
+    assert!(UnixStream::connect(socket_path(&db)).is_err());
+    assert_eq!(db.status()["sections"], 1);
+    let new = daemon_pid(&db).unwrap();
+    assert_ne!(new, pid);
+}
+
+#[test]
+fn a_daemon_of_another_build_is_asked_to_stop_and_replaced() {
+    let db = TestDb::new();
+    db.status();
+    let sock = socket_path(&db);
+    db.stop_daemon();
+    // An "old" daemon: answers hello with another build, stops when asked.
+    let listener = UnixListener::bind(&sock).unwrap();
+    let got_shutdown = Arc::new(AtomicBool::new(false));
+    // A pid that no longer runs, as the old daemon's.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let old = {
+        let (got, sock) = (got_shutdown.clone(), sock.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let stream = stream.unwrap();
+                let mut w = stream.try_clone().unwrap();
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    let req: Value = serde_json::from_str(&line).unwrap();
+                    let result = match req["method"].as_str() {
+                        Some("hello") => {
+                            json!({"version": "0.0.1", "build": "0.0.1/1-1 config=0", "pid": gone_pid, "db": "x"})
+                        }
+                        Some("shutdown") => {
+                            got.store(true, Ordering::SeqCst);
+                            json!({"stopping": true})
+                        }
+                        _ => json!(null),
+                    };
+                    // The client may hang up first (after hello): not an error here.
+                    let _ = writeln!(
+                        w,
+                        "{}",
+                        json!({"jsonrpc": "2.0", "id": req["id"], "result": result})
+                    );
+                    if got.load(Ordering::SeqCst) {
+                        std::fs::remove_file(&sock).unwrap();
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    assert_eq!(db.status()["sections"], 0);
+    old.join().unwrap();
+    assert!(got_shutdown.load(Ordering::SeqCst));
+    let info = db.json(&["daemon", "status"]);
+    assert_ne!(info["daemon"]["version"], "0.0.1");
+}
+
+#[test]
+fn an_idle_daemon_exits() {
+    let db = TestDb::new();
+    db.cmd()
+        .env("KBDB_DAEMON_IDLE_SECS", "1")
+        .arg("status")
+        .assert()
+        .success();
+    let pid = daemons_of(&db)[0];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(pid), "the daemon outlived its idle timeout");
+    assert!(!socket_path_exists(&db));
+}
+
+fn socket_path_exists(db: &TestDb) -> bool {
+    std::fs::read_dir(db.runtime_dir())
+        .map(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "sock"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn clients_racing_to_start_the_daemon_start_exactly_one() {
+    let db = TestDb::new();
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+                .env("KBDB_RUNTIME_DIR", db.runtime_dir())
+                .env("KBDB_DAEMON_IDLE_SECS", "5")
+                .env_remove("KBDB_EMBEDDED")
+                .args([
+                    "--db",
+                    db.dir.to_str().unwrap(),
+                    "status",
+                    "--format",
+                    "json",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success());
+    }
+    assert_eq!(daemons_of(&db).len(), 1);
+}
+
+#[test]
+fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
+    let db = TestDb::new();
+    db.status();
+    let mut raw = Raw::connect(&db);
+    raw.send("this is not json");
+    assert_eq!(raw.read().unwrap()["error"]["code"], -32700);
+    let v = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "no_such_method"}));
+    assert_eq!(v["error"]["code"], -32601);
+    let v = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "learn", "params": {"bogus": 1}}));
+    assert_eq!(v["error"]["code"], -32602);
+    let v = raw.call(json!({"id": 3, "method": "status"}));
+    assert_eq!(v["error"]["code"], -32600, "jsonrpc 2.0 is required");
+    let v =
+        raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "learn", "params": {"content": ""}}));
+    assert_eq!(v["error"]["code"], -32000);
+    assert_eq!(v["error"]["data"]["field"], "content");
+    let v = raw.call(json!({"jsonrpc": "2.0", "id": 5, "method": "status"}));
+    assert_eq!(v["id"], 5);
+    assert_eq!(v["result"]["sections"], 0);
+
+    // A line over the limit: an error, then the connection closes.
+    let big = vec![b'x'; 65 * 1024 * 1024];
+    let mut raw = Raw::connect(&db);
+    let _ = raw.writer.write_all(&big);
+    let v = raw.read().expect("an error before closing");
+    assert_eq!(v["error"]["code"], -32600);
+    assert!(v["error"]["message"].as_str().unwrap().contains("exceeds"));
+    // The daemon still serves everyone else.
+    assert_eq!(db.status()["sections"], 0);
+}
+
+#[test]
+fn subscribers_are_told_of_changes() {
+    let db = TestDb::new();
+    db.status();
+    let mut raw = Raw::connect(&db);
+    let v = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+    assert_eq!(v["result"]["subscribed"], true);
+    let kbid = db.learn(&["a change worth hearing about", "--docid", "news"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut events = Vec::new();
+    while events.len() < 3 {
+        let v = raw.read().expect("a change event");
+        assert_eq!(v["method"], "changed");
+        events.push((
+            v["params"]["kind"].as_str().unwrap().to_string(),
+            v["params"]["id"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert!(
+        events.contains(&("section_added".to_string(), kbid.clone())),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&("document_changed".to_string(), "news".to_string())),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn sigterm_stops_the_daemon_gracefully_and_embedded_mode_is_refused_while_it_runs() {
+    let db = TestDb::new();
+    let kbid = db.learn(&["kept across a graceful stop"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = db.cmd().args(["--embedded", "status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kbdb daemon stop"));
+
+    let pid = daemon_pid(&db).unwrap();
+    // SAFETY: SIGTERM to the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(pid));
+    assert!(
+        !socket_path_exists(&db),
+        "a graceful stop removes its socket"
+    );
+    let log = std::fs::read_to_string(db.dir.join("daemon.log")).unwrap();
+    assert!(log.contains("daemon stopped"), "{log}");
+    // Embedded mode works now that no daemon holds the database.
+    let out = db
+        .cmd()
+        .args(["--embedded", "retrieve", "--kbid", &kbid])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+#[test]
+fn a_client_of_another_user_is_refused() {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        eprintln!("skipped: needs root to run a client as another user");
+        return;
+    }
+    let db = TestDb::new();
+    db.status();
+    let sock = socket_path(&db);
+    // Open the file-system permissions so only the daemon's peer check stands in the way.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(db.runtime_dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let script = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ns.settimeout(10)\ntry:\n    s.connect({:?})\n    s.sendall(b'{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"status\"}}\\n')\n    print('answer' if s.recv(100) else 'closed')\nexcept (ConnectionResetError, BrokenPipeError):\n    print('closed')\n",
+        sock.to_str().unwrap()
+    );
+    use std::os::unix::process::CommandExt;
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "closed",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        std::fs::read_to_string(db.dir.join("daemon.log"))
+            .unwrap()
+            .contains("another user")
+    );
+    // The owner is still served.
+    assert_eq!(db.status()["sections"], 0);
+}
