@@ -133,6 +133,15 @@ impl Kb {
     /// own result: invalid ones fail alone and change nothing; a storage failure fails the
     /// whole group (nothing of it is written).
     pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+        let r = self.write_group_unindexed(ops);
+        self.index_committed_changes();
+        r
+    }
+
+    /// `write_group` without feeding the lexical index: the caller calls `index_pending`
+    /// later (the daemon does it on another thread, off the acknowledgement path). Searches
+    /// catch up by themselves, so nothing is ever missed.
+    pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         let start = Instant::now();
         if ops.len() > self.config.limits.max_batch {
             return Err(KbError::invalid(
@@ -169,7 +178,6 @@ impl Kb {
         }
         if out.iter().flatten().any(|o| o.changed_something()) {
             txn.commit()?;
-            self.index_committed_changes();
         } else {
             txn.abort()?;
         }
@@ -685,6 +693,17 @@ impl Kb {
 
     /// Feed committed store changes to the index writer. A failure here never fails the write
     /// (it is durable in the store); the next search or open replays the change log.
+    /// Feed committed changes to the lexical index writer now (see `write_group_unindexed`).
+    pub fn index_pending(&self) {
+        self.index_committed_changes()
+    }
+
+    /// The sequence number of the last committed change.
+    pub fn last_change_seq(&self) -> Result<u64> {
+        let txn = self.db.begin_read()?;
+        ReadTables::open(&txn)?.last_seq()
+    }
+
     fn index_committed_changes(&self) {
         if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&self.db)) {
             tracing::warn!("lexical index update deferred: {e}");

@@ -5,8 +5,8 @@
 #   tools/bench-maintenance.sh [D]
 #
 # D (default /tmp/kbdb-bench) holds the corpora (fetched by tools/bench-search.sh); the sections
-# are the jdk + python + pg15 corpora split by the shared rule (../shared/bench/sections.py),
-# about 99k sections. Builds the release binary (honours CARGO_TARGET_DIR).
+# are the jdk, python, pg15 and (the start of the) rust corpora split by the shared rule
+# (../shared/bench/sections.py): the first 150 000 non-empty sections, ~100k distinct contents. Builds the release binary (honours CARGO_TARGET_DIR).
 set -euo pipefail
 
 D=${1:-/tmp/kbdb-bench}
@@ -16,19 +16,27 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 (cd "$ROOT" && cargo build --release --quiet)
 BIN=$TARGET/release/kbdb
 W=$(mktemp -d /tmp/kbdb-maint.XXXXXX)
-trap 'rm -rf "$W"' EXIT
+export KBDB_RUNTIME_DIR=$W/run
+cleanup() {
+  "$BIN" --db "$W/kb" daemon stop >/dev/null 2>&1 || true
+  "$BIN" --db "$W/kb2" daemon stop >/dev/null 2>&1 || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
 
-JSONL=$D/maintenance-sections.jsonl
+JSONL=$D/maintenance-sections-150k.jsonl
 if [[ ! -s $JSONL ]]; then
-  for c in devdocs/jdk devdocs/python pg15; do
+  for c in devdocs/jdk devdocs/python pg15 devdocs/rust; do
     python3 "$K/sections.py" dump "$D/$c"
   done | python3 -c '
 import json, sys
+n = 0
 for line in sys.stdin:
     s = json.loads(line)
     text = (("#" * s["level"] + " " + s["title"] + "\n\n") if s["level"] else "") + s["body"]
-    if not text.strip():
-        continue
+    if not text.strip() or n >= 150000:
+        continue  # read everything anyway: the producer must not see a closed pipe
+    n += 1
     print(json.dumps({"content": text, "title": s["title"] or None, "docid": s["doc"][:250]}))
 ' > "$JSONL"
 fi

@@ -94,8 +94,8 @@ impl State {
             return;
         };
         if subs.is_empty() {
-            if let Ok(s) = self.kb.status() {
-                *seq = s.last_change_seq;
+            if let Ok(last) = self.kb.last_change_seq() {
+                *seq = last;
             }
             return;
         }
@@ -172,7 +172,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     };
     let (tx, rx) = mpsc::channel::<Job>();
     let state = Arc::new(State {
-        notified_seq: Mutex::new(kb.status()?.last_change_seq),
+        notified_seq: Mutex::new(kb.last_change_seq()?),
         kb: kb.clone(),
         jobs: Mutex::new(Some(tx)),
         subscribers: Mutex::new(Vec::new()),
@@ -181,9 +181,21 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         stop: stop.clone(),
         build: identity(kb.dir()),
     });
+    // The index follows the writer on its own thread: a write is acknowledged once durable,
+    // and indexing (which searches would otherwise do themselves) overlaps the next group.
+    let (index_tx, index_rx) = mpsc::channel::<()>();
+    let indexer = {
+        let kb = kb.clone();
+        std::thread::spawn(move || {
+            while index_rx.recv().is_ok() {
+                while index_rx.try_recv().is_ok() {}
+                kb.index_pending();
+            }
+        })
+    };
     let writer = {
         let state = state.clone();
-        std::thread::spawn(move || write_loop(&state, rx))
+        std::thread::spawn(move || write_loop(&state, rx, index_tx))
     };
     tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
 
@@ -229,6 +241,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         jobs.take();
     }
     let _ = writer.join();
+    let _ = indexer.join();
     if let Err(e) = kb.flush_index() {
         tracing::warn!("index flush at shutdown failed (it is replayed on the next open): {e}");
     }
@@ -251,7 +264,7 @@ fn wait_readable(listener: &UnixListener, ms: i32) {
     }
 }
 
-fn write_loop(state: &State, rx: mpsc::Receiver<Job>) {
+fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
     let max = state.kb.config().limits.max_batch;
     let mut carry: Option<Job> = None;
     loop {
@@ -277,7 +290,7 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>) {
         let counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
         let ops: Vec<WriteOp> = jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
         tracing::debug!(writes = ops.len(), clients = jobs.len(), "group commit");
-        match state.kb.write_group(ops) {
+        match state.kb.write_group_unindexed(ops) {
             Ok(results) => {
                 let mut results = results.into_iter();
                 for (job, count) in jobs.into_iter().zip(counts) {
@@ -292,6 +305,7 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>) {
                 }
             }
         }
+        let _ = index.send(());
         state.notify();
     }
 }
