@@ -11,10 +11,12 @@ pub mod error;
 pub mod index;
 mod learn;
 pub mod maintenance;
+pub mod mcp;
 pub mod model;
 mod recall;
 mod references;
 pub mod search;
+pub mod skills;
 pub mod store;
 pub mod text;
 mod unlearn;
@@ -340,6 +342,98 @@ impl Kb {
             });
         }
         Ok(out)
+    }
+
+    /// kbids under every source key starting with `prefix`, in key order.
+    pub(crate) fn source_key_range(&self, prefix: &str) -> Result<Vec<String>> {
+        let txn = self.db.begin_read()?;
+        let keys = txn.open_multimap_table(store::tables::SOURCE_KEYS)?;
+        let mut out = Vec::new();
+        for row in redb::ReadableMultimapTable::range(&keys, prefix..)? {
+            let (k, values) = row?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            for v in values {
+                out.push(v?.value().to_string());
+            }
+        }
+        Ok(out)
+    }
+
+    /// A document's record and ordered kbids.
+    pub(crate) fn document_record(
+        &self,
+        docid: &str,
+    ) -> Result<(model::records::DocumentRecord, Vec<String>)> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let doc = t
+            .document(docid)?
+            .ok_or_else(|| KbError::NotFound(format!("Document not found: {docid}")))?;
+        let kbids = doc.kbids.clone();
+        Ok((doc, kbids))
+    }
+
+    /// Make `docid` hold exactly `kbids` (which must exist), with these fields. One transaction.
+    pub(crate) fn set_document(
+        &self,
+        docid: &str,
+        kbids: Vec<String>,
+        title: Option<String>,
+        doc_type: &str,
+        metadata: Option<String>,
+    ) -> Result<()> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.begin_write()?;
+        {
+            let mut t = WriteTables::open(&txn, now())?;
+            let now = t.now().to_string();
+            learn::set_manifest(&mut t, docid, kbids, |doc| {
+                doc.title = title;
+                doc.doc_type = doc_type.to_string();
+                doc.metadata = metadata;
+                doc.updated_at = now;
+            })?;
+            t.flush()?;
+        }
+        txn.commit()?;
+        self.index_committed_changes();
+        Ok(())
+    }
+
+    /// Remove a document (its manifest and memberships); its sections stay — those no other
+    /// document holds and not learned on their own become collectable by `gc`.
+    pub fn remove_document(&self, docid: &str) -> Result<bool> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.begin_write()?;
+        let removed = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let removed = match t.document(docid)? {
+                Some(doc) => {
+                    let mut seen = std::collections::HashSet::new();
+                    for k in &doc.kbids {
+                        if seen.insert(k.clone()) {
+                            t.remove_membership(docid, k)?;
+                        }
+                    }
+                    t.remove_document(docid)?;
+                    t.log(model::records::ChangeKind::DocumentRemoved, docid)?;
+                    true
+                }
+                None => false,
+            };
+            t.flush()?;
+            removed
+        };
+        if removed {
+            txn.commit()?;
+            self.index_committed_changes();
+        } else {
+            txn.abort()?;
+        }
+        Ok(removed)
     }
 
     /// Changes committed after `seq`, oldest first (at most 10 000): what subscribers are told.

@@ -192,6 +192,16 @@ holds them; with --db NEW the old folder is left untouched.")]
         old_dir: PathBuf,
     },
 
+    /// Serve the knowledge base to an AI agent over MCP (stdio); needs --db or KBDB_DIR
+    #[command(after_help = "\
+The database comes from --db, else KBDB_DIR; never from the working directory (a host
+application chooses it). stdout carries only MCP JSON-RPC. See docs/mcp.md for wiring
+Claude Code, Claude Desktop and other clients.
+
+Example:
+  claude mcp add kbdb -- kbdb mcp --db /home/me/project/.kbdb")]
+    Mcp,
+
     /// The worker daemon that serves a database to every client (started on demand)
     #[command(after_help = "\
 Clients start the daemon when none answers; it exits after daemon.idle_timeout_secs without

@@ -26,6 +26,21 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Init => init(&db, format),
         Command::Learn(args) => super::learn::run(&db, format, embedded, args),
         Command::Daemon { action } => daemon(&db, format, action),
+        Command::Mcp => match &explicit_db {
+            None => Err(KbError::invalid(
+                "db",
+                "kbdb mcp needs --db PATH or KBDB_DIR (it never uses the working directory)",
+            )),
+            Some(dir) => {
+                // Create the database when missing, so a freshly wired agent can start learning.
+                let create = if dir.join(kbdb::store::DB_FILE).exists() {
+                    Ok(())
+                } else {
+                    kbdb::Kb::open_or_create(dir).map(drop)
+                };
+                create.and_then(|_| kbdb::mcp::run(dir)).map(|_| EXIT_OK)
+            }
+        },
         Command::Unlearn { kbid } => open(&db).and_then(|kb| {
             let r = kb.unlearn(&kbid)?;
             match format {

@@ -21,7 +21,8 @@ pub fn run() -> i32 {
 /// database folder instead, since nobody reads its stderr.
 fn init_tracing(cli: &args::Cli) {
     let filter = || {
-        tracing_subscriber::EnvFilter::try_from_env("KBDB_LOG").unwrap_or_else(|_| "warn".into())
+        tracing_subscriber::EnvFilter::try_from_env("KBDB_LOG")
+            .unwrap_or_else(|_| "warn,rmcp=error".into())
     };
     let daemon_run = matches!(
         cli.command,

@@ -44,6 +44,13 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
     "synonyms_list",
     "status",
     "check",
+    "skill_list",
+    "skills",
+    "skill_get",
+    "agent_list",
+    "agent_get",
+    "changes_since",
+    "retrieve_many",
 ];
 
 /// Methods that may run long; clients wait for them without a timeout.
@@ -211,6 +218,11 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             to_value(kb.recall(&req)?)
         }
         "content" => to_value(kb.content(&params::<IdsParams>(p)?.ids)?),
+        "retrieve_many" => {
+            let kbids = params::<KbidsParam>(p)?.kbids;
+            let refs: Vec<&str> = kbids.iter().map(String::as_str).collect();
+            to_value(kb.read_sections(&refs)?)
+        }
         "docs" => to_value(kb.list_documents()?),
         "search" => to_value(kb.search(&params::<SearchRequest>(p)?)?),
         "synonyms_add" => {
@@ -240,6 +252,52 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             let p: ImportParams = params(p)?;
             to_value(kb.import_with_progress(&p.path, p.strict, progress)?)
         }
+        "skill_learn" => to_value(kb.skill_learn(params(p)?)?),
+        "skill_list" => to_value(kb.skill_list()?),
+        "skills" => to_value(kb.skills()?),
+        "skill_get" => {
+            let p: NameOrKbid = params(p)?;
+            to_value(kb.skill_get(p.name.as_deref(), p.kbid.as_deref())?)
+        }
+        "skill_delete" => {
+            let kbid = params::<KbidParam>(p)?.kbid;
+            let removed = kb.skill_delete(&kbid)?;
+            to_value(json!({"kbid": kbid, "removed": removed}))
+        }
+        "agent_create" => to_value(kb.agent_create(params(p)?)?),
+        "agent_list" => to_value(kb.agent_list()?),
+        "agent_get" => to_value(kb.agent_get(&params::<DocidParam>(p)?.docid)?),
+        "agent_delete" => {
+            let docid = params::<DocidParam>(p)?.docid;
+            let removed = kb.agent_delete(&docid)?;
+            to_value(json!({"docid": docid, "removed": removed}))
+        }
+        "changes_since" => to_value(kb.changes_since(params::<SeqParam>(p)?.seq)?),
         other => Err(CallError::UnknownMethod(other.to_string())),
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KbidsParam {
+    kbids: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NameOrKbid {
+    name: Option<String>,
+    kbid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocidParam {
+    docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeqParam {
+    seq: u64,
 }

@@ -4,6 +4,7 @@
 
 pub mod client;
 pub mod methods;
+pub mod pool;
 pub mod server;
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};

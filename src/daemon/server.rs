@@ -455,7 +455,16 @@ fn dispatch(
                 }
             };
             let r = methods::call(&state.kb, m, params, &progress);
-            if matches!(m, "gc" | "import" | "synonyms_add" | "synonyms_remove") {
+            if matches!(
+                m,
+                "gc" | "import"
+                    | "synonyms_add"
+                    | "synonyms_remove"
+                    | "skill_learn"
+                    | "skill_delete"
+                    | "agent_create"
+                    | "agent_delete"
+            ) {
                 state.notify();
             }
             r

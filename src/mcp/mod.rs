@@ -1,0 +1,23 @@
+//! `kbdb mcp`: the MCP server over stdio (rmcp), a thin adapter over the daemon's methods
+//! (docs/mcp.md). stdout carries only JSON-RPC; diagnostics go to stderr.
+// Logging and resources/subscribe are current in protocol 2025-11-25 but marked deprecated in
+// rmcp (they leave the protocol in 2026-07-28, which kbdb does not negotiate).
+#![allow(deprecated)]
+
+mod server;
+pub mod tools;
+mod transport;
+
+use std::path::Path;
+
+use crate::error::{KbError, Result};
+
+/// Serve MCP on stdin/stdout for the database in `db_dir` until stdin closes.
+pub fn run(db_dir: &Path) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| KbError::io("cannot start the async runtime", e))?;
+    runtime.block_on(server::serve(db_dir.to_path_buf()))
+}

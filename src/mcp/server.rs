@@ -1,0 +1,788 @@
+//! The MCP handler: tools, resources, prompts, completion, logging and subscriptions, each a
+//! call of a daemon method (`daemon::methods`), shaped as the spec says.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::*;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::tools;
+use super::transport::LineTransport;
+use crate::daemon::pool::ClientPool;
+use crate::error::{KbError, Result};
+use crate::skills::{AgentDefinition, AgentSummary, SkillDefinition};
+
+/// Page size of `resources/list`.
+const PAGE: usize = 100;
+
+enum Event {
+    /// A change committed by any process: (kind, id).
+    Changed(String, String),
+    Log(LoggingLevel, Value),
+}
+
+struct State {
+    pool: ClientPool,
+    log_level: Mutex<Option<LoggingLevel>>,
+    subscriptions: Mutex<HashSet<String>>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+#[derive(Clone)]
+struct Kbdb {
+    state: Arc<State>,
+}
+
+fn level_rank(l: LoggingLevel) -> u8 {
+    match l {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(e.to_string(), None)
+}
+
+impl Kbdb {
+    /// Call a daemon method off the async threads.
+    async fn call(&self, method: &str, params: Value) -> Result<Value> {
+        let state = self.state.clone();
+        let method = method.to_string();
+        tokio::task::spawn_blocking(move || state.pool.call(&method, params))
+            .await
+            .map_err(|e| KbError::Daemon(format!("call task failed: {e}")))?
+    }
+
+    async fn call_as<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<T> {
+        let v = self.call(method, params).await?;
+        serde_json::from_value(v)
+            .map_err(|e| KbError::Daemon(format!("unexpected {method} result: {e}")))
+    }
+
+    fn log(&self, level: LoggingLevel, data: Value) {
+        let _ = self.state.events.send(Event::Log(level, data));
+    }
+
+    /// A tool's arguments as the daemon method's parameters.
+    fn tool_call(
+        &self,
+        name: &str,
+        mut args: serde_json::Map<String, Value>,
+    ) -> std::result::Result<(&'static str, Value), String> {
+        let method = match name {
+            "search" => "search",
+            "learn" => "learn",
+            "unlearn" => "unlearn",
+            "retrieve" => {
+                if !args.contains_key("kbid") && !args.contains_key("docid") {
+                    return Err("Provide kbid or docid".into());
+                }
+                "retrieve"
+            }
+            "recall" => {
+                if !args.contains_key("kbid") && !args.contains_key("kbids") {
+                    return Err("Provide kbid or kbids".into());
+                }
+                "recall"
+            }
+            "content" => "content",
+            "status" => "status",
+            "check" => "check",
+            "gc" => "gc",
+            "rebuild" => "rebuild",
+            "export" => {
+                // Exports stay under the folder that holds the database (docs/file-layout.md);
+                // relative paths are taken from there, not from the host's working directory.
+                let root = self
+                    .state
+                    .pool
+                    .db_dir()
+                    .parent()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| self.state.pool.db_dir().to_path_buf());
+                let path = args
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .unwrap_or("kbdb-export");
+                args.insert("path".into(), json!(root.join(path)));
+                args.insert("confine_to".into(), json!(root));
+                "export"
+            }
+            "skill-learn" => "skill_learn",
+            "skill-list" => "skill_list",
+            "skill-get" => {
+                if !args.contains_key("kbid") && !args.contains_key("name") {
+                    return Err("Provide name or kbid".into());
+                }
+                "skill_get"
+            }
+            "skill-delete" => "skill_delete",
+            "agent-create" => "agent_create",
+            "agent-list" => "agent_list",
+            "agent-get" => "agent_get",
+            "agent-delete" => "agent_delete",
+            _ => unreachable!("checked by the caller"),
+        };
+        Ok((method, Value::Object(args)))
+    }
+
+    /// `skill-learn` without a body: ask the client's model to write one (sampling), when the
+    /// client offers it.
+    async fn sample_skill_body(
+        &self,
+        args: &serde_json::Map<String, Value>,
+        peer: &Peer<RoleServer>,
+    ) -> std::result::Result<String, String> {
+        let offers_sampling = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.sampling.is_some());
+        if !offers_sampling {
+            return Err(
+                "body: is required (this client does not offer sampling to draft one)".into(),
+            );
+        }
+        let name = args.get("name").and_then(Value::as_str).unwrap_or("skill");
+        let description = args
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let request = format!(
+            "Write the prompt template body for a reusable skill named {name:?}: {description}\n\
+             Use {{{{argument}}}} placeholders for its inputs. Reply with the template only."
+        );
+        let params =
+            CreateMessageRequestParams::new(vec![SamplingMessage::user_text(request)], 1024);
+        let reply = peer
+            .create_message(params)
+            .await
+            .map_err(|e| format!("body: is required; drafting one by sampling failed: {e}"))?;
+        match reply.message.content.first().and_then(|c| c.as_text()) {
+            Some(t) if !t.text.trim().is_empty() => Ok(t.text.clone()),
+            _ => Err("body: is required; the sampled draft was empty".into()),
+        }
+    }
+}
+
+fn text_result(text: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+fn serialise(name: &str, v: &Value) -> String {
+    if tools::pretty_tools().contains(&name) {
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    } else {
+        v.to_string()
+    }
+}
+
+fn section_uri(kbid: &str) -> String {
+    format!("kbdb://section/{kbid}")
+}
+
+fn document_uri(docid: &str) -> String {
+    format!("kbdb://document/{docid}")
+}
+
+impl ServerHandler for Kbdb {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        if let Some(t) = caps.tools.as_mut() {
+            t.list_changed = Some(false);
+        }
+        ServerConfig::new(caps)
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_server_info(Implementation::new("kbdb", env!("CARGO_PKG_VERSION")).with_title("kbdb"))
+            .with_instructions(
+                "kbdb is a local knowledge base. Use `search` to find sections, then `recall` to read \
+                 them with their context; `learn` stores facts, decisions, code and images; `content` \
+                 composes markdown from sections and documents.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn discover(
+        &self,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<DiscoverResult, McpError> {
+        Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "server/discover is not supported; send initialize",
+            None,
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, McpError> {
+        let defs: Vec<Tool> =
+            serde_json::from_value(tools::tool_definitions()).map_err(internal)?;
+        Ok(ListToolsResult::with_all_items(defs))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        let known = tools::tool_definitions()
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t["name"] == name));
+        if !known {
+            return Err(McpError::invalid_params(
+                format!("Unknown tool: {name}"),
+                Some(json!({"name": name})),
+            ));
+        }
+        let mut args = request.arguments.unwrap_or_default();
+        if name == "skill-learn" && !args.contains_key("body") {
+            match self.sample_skill_body(&args, &context.peer).await {
+                Ok(body) => {
+                    args.insert("body".into(), json!(body));
+                }
+                Err(msg) => return Ok(tool_error(msg).into()),
+            }
+        }
+        let (method, params) = match self.tool_call(&name, args) {
+            Ok(x) => x,
+            Err(msg) => return Ok(tool_error(msg).into()),
+        };
+        let result = match self.call(method, params).await {
+            Ok(v) => {
+                let mut r = text_result(serialise(&name, &v));
+                if v.is_object() {
+                    r.structured_content = Some(v);
+                }
+                r
+            }
+            Err(e) => {
+                self.log(
+                    LoggingLevel::Debug,
+                    json!({"tool": name, "error": e.to_string()}),
+                );
+                tool_error(e.to_string())
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, McpError> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .map_err(|_| McpError::invalid_params(format!("invalid cursor {c:?}"), None))?,
+        };
+        let docs: Vec<crate::DocumentSummary> =
+            self.call_as("docs", json!({})).await.map_err(internal)?;
+        let page: Vec<Resource> = docs
+            .iter()
+            .skip(start)
+            .take(PAGE)
+            .map(|d| {
+                let mut r = Resource::new(document_uri(&d.docid), d.docid.clone())
+                    .with_mime_type("application/json");
+                if let Some(t) = &d.title {
+                    r = r.with_title(t.clone());
+                }
+                r.with_description(format!(
+                    "{} section(s), updated {}",
+                    d.sections, d.updated_at
+                ))
+            })
+            .collect();
+        let mut result = ListResourcesResult::with_all_items(page);
+        if start + PAGE < docs.len() {
+            result.next_cursor = Some((start + PAGE).to_string());
+        }
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("kbdb://section/{kbid}", "section")
+                .with_description("Section by kb-id")
+                .with_mime_type("text/plain"),
+            ResourceTemplate::new("kbdb://document/{docid}", "document")
+                .with_description("Document + sections")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        let not_found =
+            || McpError::resource_not_found("Resource not found", Some(json!({"uri": uri})));
+        if let Some(kbid) = uri.strip_prefix("kbdb://section/") {
+            let v: Vec<crate::RetrievedSection> =
+                match self.call_as("retrieve", json!({"kbid": kbid})).await {
+                    Ok(v) => v,
+                    Err(_) => return Err(not_found()),
+                };
+            let s = v.into_iter().next().ok_or_else(not_found)?;
+            let contents = if s.section_type.starts_with("image/") {
+                ResourceContents::blob(s.content, uri.clone()).with_mime_type(s.section_type)
+            } else {
+                ResourceContents::text(s.content, uri.clone()).with_mime_type(s.section_type)
+            };
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        if let Some(docid) = uri.strip_prefix("kbdb://document/") {
+            let doc = match self.call("retrieve", json!({"docid": docid})).await {
+                Ok(v) => v,
+                Err(_) => return Err(not_found()),
+            };
+            let kbids: Vec<String> =
+                serde_json::from_value(doc["kbids"].clone()).unwrap_or_default();
+            let sections: Vec<crate::RetrievedSection> = if kbids.is_empty() {
+                Vec::new()
+            } else {
+                self.call_as("retrieve_many", json!({"kbids": kbids}))
+                    .await
+                    .map_err(internal)?
+            };
+            let mut body = doc;
+            body["sections"] = json!(sections
+                .iter()
+                .enumerate()
+                .map(|(position, s)| json!({"position": position, "kbid": s.kbid, "type": s.section_type, "content": s.content}))
+                .collect::<Vec<_>>());
+            let text = serde_json::to_string_pretty(&body).map_err(internal)?;
+            return Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(text, uri.clone()).with_mime_type("application/json"),
+            ])
+            .into());
+        }
+        Err(not_found())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        // Any URI may be subscribed (one that does not exist yet notifies when it appears).
+        if let Ok(mut s) = self.state.subscriptions.lock() {
+            s.insert(request.uri);
+        }
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        if let Ok(mut s) = self.state.subscriptions.lock() {
+            s.remove(&request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, McpError> {
+        let skills: Vec<SkillDefinition> =
+            self.call_as("skills", json!({})).await.map_err(internal)?;
+        let agents: Vec<AgentSummary> = self
+            .call_as("agent_list", json!({}))
+            .await
+            .map_err(internal)?;
+        let mut prompts: Vec<Prompt> = skills
+            .into_iter()
+            .map(|s| {
+                let args = s
+                    .arguments
+                    .into_iter()
+                    .map(|a| {
+                        let mut p = PromptArgument::new(a.name).with_required(a.required);
+                        if let Some(d) = a.description {
+                            p = p.with_description(d);
+                        }
+                        p
+                    })
+                    .collect();
+                Prompt::new(s.name, Some(s.description), Some(args))
+            })
+            .collect();
+        prompts.extend(agents.into_iter().map(|a| {
+            Prompt::new(
+                format!("agent:{}", a.name),
+                Some(a.description),
+                Some(Vec::new()),
+            )
+        }));
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, McpError> {
+        let unknown = || {
+            McpError::invalid_params(
+                format!("Unknown prompt: {}", request.name),
+                Some(json!({"name": request.name})),
+            )
+        };
+        if let Some(agent) = request.name.strip_prefix("agent:") {
+            let a: AgentDefinition = self
+                .call_as(
+                    "agent_get",
+                    json!({"docid": format!("{}{agent}", crate::skills::AGENT_DOCID_PREFIX)}),
+                )
+                .await
+                .map_err(|_| unknown())?;
+            let mut listing = String::from("Available skills:");
+            for s in &a.skills {
+                match &s.name {
+                    Some(n) => {
+                        let d: Option<SkillDefinition> = self
+                            .call_as("skill_get", json!({"kbid": s.kbid}))
+                            .await
+                            .ok();
+                        listing.push_str(&format!(
+                            "\n- {n}: {}",
+                            d.map(|d| d.description).unwrap_or_default()
+                        ));
+                    }
+                    None => listing.push_str(&format!("\n- {} (deleted)", s.kbid)),
+                }
+            }
+            return Ok(GetPromptResult::new(vec![
+                PromptMessage::new_text(Role::Assistant, a.persona),
+                PromptMessage::new_text(Role::User, listing),
+            ])
+            .with_description(a.description)
+            .into());
+        }
+        let skill: SkillDefinition = self
+            .call_as("skill_get", json!({"name": request.name}))
+            .await
+            .map_err(|_| unknown())?;
+        let values = request.arguments.unwrap_or_default();
+        let text = crate::skills::render(&skill.body, &skill.arguments, &values).map_err(|e| {
+            McpError::invalid_params(e.to_string(), Some(json!({"name": request.name})))
+        })?;
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(skill.description)
+                .into(),
+        )
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<CompleteResult, McpError> {
+        let prefix = request.argument.value.clone();
+        let values: Vec<String> = match &request.r#ref {
+            Reference::Prompt(p) => {
+                // Prompt argument values: the names of documents for a `docid`-like argument,
+                // else nothing to suggest; argument names are offered for an empty value.
+                let skills: Vec<SkillDefinition> =
+                    self.call_as("skills", json!({})).await.unwrap_or_default();
+                match skills.into_iter().find(|s| s.name == p.name) {
+                    Some(s) if request.argument.name.contains("docid") => {
+                        let docs: Vec<crate::DocumentSummary> =
+                            self.call_as("docs", json!({})).await.unwrap_or_default();
+                        let _ = s;
+                        docs.into_iter()
+                            .map(|d| d.docid)
+                            .filter(|d| d.starts_with(&prefix))
+                            .collect()
+                    }
+                    Some(s) => s
+                        .arguments
+                        .into_iter()
+                        .map(|a| a.name)
+                        .filter(|n| n.starts_with(&prefix) && n != &request.argument.name)
+                        .collect(),
+                    None => {
+                        let agents: Vec<AgentSummary> = self
+                            .call_as("agent_list", json!({}))
+                            .await
+                            .unwrap_or_default();
+                        agents
+                            .into_iter()
+                            .map(|a| format!("agent:{}", a.name))
+                            .filter(|n| n.starts_with(&prefix))
+                            .collect()
+                    }
+                }
+            }
+            Reference::Resource(r) => {
+                if r.uri.starts_with("kbdb://document/") || request.argument.name == "docid" {
+                    let docs: Vec<crate::DocumentSummary> =
+                        self.call_as("docs", json!({})).await.unwrap_or_default();
+                    docs.into_iter()
+                        .map(|d| d.docid)
+                        .filter(|d| d.starts_with(&prefix))
+                        .collect()
+                } else {
+                    // kbids by prefix: the search index knows them only by content, so offer the
+                    // kbids of documents' sections.
+                    let docs: Vec<crate::DocumentSummary> =
+                        self.call_as("docs", json!({})).await.unwrap_or_default();
+                    let mut out = Vec::new();
+                    for d in docs.into_iter().take(200) {
+                        if let Ok(v) = self.call("retrieve", json!({"docid": d.docid})).await
+                            && let Some(k) = v["kbids"].as_array()
+                        {
+                            out.extend(
+                                k.iter()
+                                    .filter_map(|x| x.as_str())
+                                    .filter(|x| x.starts_with(&prefix))
+                                    .map(String::from),
+                            );
+                        }
+                        if out.len() >= 100 {
+                            break;
+                        }
+                    }
+                    out
+                }
+            }
+            _ => Vec::new(),
+        };
+        let mut values = values;
+        values.sort();
+        values.dedup();
+        values.truncate(100);
+        let info = CompletionInfo::with_all_values(values)
+            .map_err(|e| McpError::internal_error(e, None))?;
+        Ok(CompleteResult::new(info))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), McpError> {
+        if let Ok(mut l) = self.state.log_level.lock() {
+            *l = Some(request.level);
+        }
+        Ok(())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _c: RequestContext<RoleServer>,
+    ) -> std::result::Result<CustomResult, McpError> {
+        const KNOWN: &[&str] = &[
+            "initialize",
+            "ping",
+            "tools/list",
+            "tools/call",
+            "resources/list",
+            "resources/templates/list",
+            "resources/read",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "prompts/list",
+            "prompts/get",
+            "completion/complete",
+            "logging/setLevel",
+        ];
+        if KNOWN.contains(&request.method.as_str()) {
+            Err(McpError::invalid_params(
+                format!("Invalid params for {}", request.method),
+                None,
+            ))
+        } else {
+            Err(McpError::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("Method not found: {}", request.method),
+                None,
+            ))
+        }
+    }
+}
+
+/// Turns daemon change events and log requests into MCP notifications.
+async fn notifier(
+    peer: Peer<RoleServer>,
+    state: Arc<State>,
+    mut rx: mpsc::UnboundedReceiver<Event>,
+) {
+    let mut known_docs: Option<HashSet<String>> = None;
+    while let Some(ev) = rx.recv().await {
+        let res = match ev {
+            Event::Changed(kind, id) => {
+                let uri = if kind.starts_with("section") {
+                    section_uri(&id)
+                } else {
+                    document_uri(&id)
+                };
+                let subscribed = state
+                    .subscriptions
+                    .lock()
+                    .map(|s| s.contains(&uri))
+                    .unwrap_or(false);
+                if subscribed
+                    && let Err(e) = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await
+                {
+                    tracing::debug!("notification failed: {e}");
+                    break;
+                }
+                // The list of documents (resources) or of skills/agents (prompts) changed.
+                let mut list_changed = false;
+                if kind.starts_with("document") {
+                    let docs = known_docs.get_or_insert_with(HashSet::new);
+                    list_changed = if kind == "document_removed" {
+                        docs.remove(&id)
+                    } else {
+                        docs.insert(id.clone())
+                    };
+                }
+                if list_changed {
+                    let _ = peer.notify_resource_list_changed().await;
+                    if id.starts_with(crate::skills::AGENT_DOCID_PREFIX) {
+                        let _ = peer.notify_prompt_list_changed().await;
+                    }
+                }
+                if kind == "section_added" || kind == "section_removed" {
+                    // A skill is a section; telling the client costs less than finding out.
+                    let _ = peer.notify_prompt_list_changed().await;
+                }
+                Ok(())
+            }
+            Event::Log(level, data) => {
+                let min = state.log_level.lock().ok().and_then(|l| *l);
+                if min.is_some_and(|m| level_rank(level) < level_rank(m)) {
+                    continue;
+                }
+                peer.notify_logging_message(
+                    LoggingMessageNotificationParam::new(level, data).with_logger("kbdb"),
+                )
+                .await
+            }
+        };
+        if let Err(e) = res {
+            tracing::debug!("notification failed: {e}");
+            break;
+        }
+    }
+}
+
+pub(super) async fn serve(db_dir: PathBuf) -> Result<()> {
+    let pool = tokio::task::spawn_blocking(move || ClientPool::connect(db_dir))
+        .await
+        .map_err(|e| KbError::Daemon(e.to_string()))??;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let state = Arc::new(State {
+        pool,
+        log_level: Mutex::new(None),
+        subscriptions: Mutex::new(HashSet::new()),
+        events: tx.clone(),
+    });
+    let server = Kbdb {
+        state: state.clone(),
+    };
+    let running = match server.clone().serve(LineTransport::stdio()).await {
+        Ok(r) => r,
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(e) => return Err(KbError::Daemon(format!("MCP initialization failed: {e}"))),
+    };
+    tokio::spawn(notifier(running.peer().clone(), state.clone(), rx));
+
+    // Change events from the daemon (any process's writes), on a blocking thread.
+    {
+        let state = state.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let Ok(mut sub) = state.pool.subscription() else {
+                tracing::warn!("cannot subscribe to change events; resource notifications are off");
+                return;
+            };
+            while let Ok(e) = sub.next_event() {
+                if tx.send(Event::Changed(e.kind, e.id)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    // The startup health check runs in the background: never delays the handshake or a tool.
+    {
+        let server = server.clone();
+        tokio::spawn(async move {
+            match server
+                .call_as::<crate::CheckResult>("check", json!({}))
+                .await
+            {
+                Ok(r) if !r.ok => {
+                    let mut kinds: Vec<&str> = r.errors.iter().map(|e| e.kind.as_str()).collect();
+                    kinds.sort();
+                    kinds.dedup();
+                    server.log(
+                        LoggingLevel::Warning,
+                        json!({"event": "startup check", "ok": false, "errors": r.errors.len(), "kinds": kinds,
+                               "hint": "run the check tool for details, gc for orphans, rebuild for index mismatches"}),
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => server.log(
+                    LoggingLevel::Warning,
+                    json!({"event": "startup check", "error": e.to_string()}),
+                ),
+            }
+        });
+    }
+    let _ = running.waiting().await;
+    Ok(())
+}
