@@ -65,6 +65,10 @@ pub enum KbError {
         field: Option<String>,
     },
 
+    /// `vector` or `hybrid` search without an embedding provider (hybrid-search spec).
+    #[error("Vector search requires a configured embedding provider")]
+    EmbeddingNotConfigured,
+
     /// The daemon could not be reached, started or understood.
     #[error("{0}")]
     Daemon(String),
@@ -83,6 +87,7 @@ impl KbError {
         match self {
             KbError::Remote { code, .. } => code,
             KbError::Daemon(_) => "daemon",
+            KbError::EmbeddingNotConfigured => "EMBEDDING_PROVIDER_NOT_CONFIGURED",
             KbError::InvalidInput { .. } => "invalid_input",
             KbError::NotFound(_) => "not_found",
             KbError::NotInitialized(_) => "not_initialized",

@@ -269,7 +269,12 @@ impl crate::Kb {
     pub fn skill_learn(&self, input: SkillInput) -> Result<SkillLearnResult> {
         validate_name("name", &input.name)?;
         required_text("description", &input.description)?;
-        required_text("body", &input.body)?;
+        if input.body.trim().is_empty() {
+            return Err(KbError::InvalidInput {
+                field: "body".into(),
+                message: "skill body must not be empty".into(),
+            });
+        }
         let arguments = merge_arguments(input.arguments, &input.body)?;
         let content = SkillContent {
             name: input.name.clone(),
@@ -362,12 +367,25 @@ impl crate::Kb {
         }
     }
 
-    /// `skill-delete`: remove a skill section (agents listing it keep a dangling entry).
+    /// `skill-delete`: remove a skill section. Agents listing it keep the entry, now dangling
+    /// (`agent-get` shows `name: null`), as the spec says — unlike other documents, which
+    /// drop a removed section.
     pub fn skill_delete(&self, kbid: &str) -> Result<bool> {
         if self.skill_by_kbid(kbid)?.is_none() {
             return Err(KbError::NotFound(format!("Skill not found: {kbid}")));
         }
-        Ok(self.unlearn(kbid)?.removed)
+        let mut agents = Vec::new();
+        for a in self.agent_list()? {
+            let (doc, kbids) = self.document_record(&a.docid)?;
+            if kbids.iter().any(|k| k == kbid) {
+                agents.push((a.docid, doc));
+            }
+        }
+        let removed = self.unlearn(kbid)?.removed;
+        for (docid, doc) in agents {
+            self.set_document(&docid, doc.kbids, doc.title, AGENT_TYPE, doc.metadata)?;
+        }
+        Ok(removed)
     }
 
     /// `agent-create`: the document `agent-<name>` holding the persona and the skills in order.

@@ -192,6 +192,18 @@ holds them; with --db NEW the old folder is left untouched.")]
         old_dir: PathBuf,
     },
 
+    /// Skills: reusable prompt templates with {{argument}} placeholders (MCP prompts)
+    Skill {
+        #[command(subcommand)]
+        action: SkillAction,
+    },
+
+    /// Agents: a persona with an ordered list of skills (MCP prompts `agent:<name>`)
+    Agent {
+        #[command(subcommand)]
+        action: AgentAction,
+    },
+
     /// Serve the knowledge base to an AI agent over MCP (stdio); needs --db or KBDB_DIR
     #[command(after_help = "\
 The database comes from --db, else KBDB_DIR; never from the working directory (a host
@@ -221,6 +233,58 @@ Examples:
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillAction {
+    /// Store a skill (a skill of the same name is replaced)
+    #[command(
+        after_help = "Example:\n  kbdb skill learn review-file --description \"Review a file\" --body \"Review {{file}} for {{focus}}\""
+    )]
+    Learn {
+        /// kebab-case name
+        name: String,
+        #[arg(long)]
+        description: String,
+        /// Template text; omit to read --file or standard input
+        #[arg(long)]
+        body: Option<String>,
+        /// Read the body from a file ('-' for standard input)
+        #[arg(long, conflicts_with = "body")]
+        file: Option<PathBuf>,
+    },
+    /// List skills
+    List,
+    /// Show a skill by name (or --kbid)
+    Get {
+        name: Option<String>,
+        #[arg(long)]
+        kbid: Option<String>,
+    },
+    /// Delete a skill by kbid
+    Delete { kbid: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentAction {
+    /// Create (or replace) the agent `agent-<name>`
+    Create {
+        /// kebab-case name
+        name: String,
+        #[arg(long)]
+        description: String,
+        #[arg(long)]
+        persona: String,
+        /// Skill kbid, in order (repeat)
+        #[arg(long = "skill", value_name = "KBID")]
+        skills: Vec<String>,
+    },
+    /// List agents
+    List,
+    /// Show an agent with its skills
+    Get { docid: String },
+    /// Delete an agent (its skills stay)
+    Delete { docid: String },
 }
 
 #[derive(Debug, Subcommand)]

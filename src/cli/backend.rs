@@ -80,6 +80,11 @@ impl Backend {
         }
     }
 
+    /// Call any method; the raw JSON result.
+    pub fn call_json(&self, method: &str, params: Value) -> Result<Value, KbError> {
+        self.call(method, params, None)
+    }
+
     fn call_as<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, KbError> {
         self.call_as_progress(method, params, None)
     }

@@ -26,6 +26,8 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Init => init(&db, format),
         Command::Learn(args) => super::learn::run(&db, format, embedded, args),
         Command::Daemon { action } => daemon(&db, format, action),
+        Command::Skill { action } => open(&db).and_then(|kb| super::skills::skill(&kb, format, action)),
+        Command::Agent { action } => open(&db).and_then(|kb| super::skills::agent(&kb, format, action)),
         Command::Mcp => match &explicit_db {
             None => Err(KbError::invalid(
                 "db",

@@ -7,6 +7,7 @@ mod learn;
 mod maintenance;
 pub mod output;
 mod recall;
+mod skills;
 
 use clap::Parser;
 

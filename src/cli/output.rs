@@ -18,7 +18,9 @@ pub const EXIT_CHECK_FAILED: i32 = 7;
 pub fn exit_code(e: &KbError) -> i32 {
     // By code, so errors that crossed the daemon's wire map the same way.
     match e.code() {
-        "invalid_input" | "config" | "bad_import" => EXIT_INVALID,
+        "invalid_input" | "config" | "bad_import" | "EMBEDDING_PROVIDER_NOT_CONFIGURED" => {
+            EXIT_INVALID
+        }
         "not_found" => EXIT_NOT_FOUND,
         "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon" => {
             EXIT_UNAVAILABLE

@@ -188,11 +188,23 @@ fn tool_error(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
 
+/// The spec: most tools answer 2-space JSON; those it lists as compact answer compact JSON.
 fn serialise(name: &str, v: &Value) -> String {
-    if tools::pretty_tools().contains(&name) {
-        serde_json::to_string_pretty(v).unwrap_or_default()
-    } else {
+    if tools::compact_tools().contains(&name) {
         v.to_string()
+    } else {
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    }
+}
+
+/// The text of a failed tool: the error's message (the spec), or for a coded error of the
+/// hybrid-search spec its structured form `{error, code}`.
+fn error_text(e: &KbError) -> String {
+    match e.code() {
+        "EMBEDDING_PROVIDER_NOT_CONFIGURED" => {
+            json!({"error": e.to_string(), "code": e.code()}).to_string()
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -295,7 +307,7 @@ impl ServerHandler for Kbdb {
                     LoggingLevel::Debug,
                     json!({"tool": name, "error": e.to_string()}),
                 );
-                tool_error(e.to_string())
+                tool_error(error_text(&e))
             }
         };
         Ok(result.into())

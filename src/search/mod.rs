@@ -166,14 +166,16 @@ pub(crate) fn run(
     user_synonyms: &dyn Fn(&str) -> Vec<String>,
 ) -> Result<SearchResponse> {
     let mode = match req.mode.as_deref().map(str::trim) {
-        None | Some("") | Some("sections") => Mode::Sections,
+        // `lexical` is the hybrid-search spec's name for this, the default path.
+        None | Some("") | Some("sections") | Some("lexical") => Mode::Sections,
         Some("documents") => Mode::Documents,
         Some("stats") => Mode::Stats,
+        Some("vector") | Some("hybrid") => return Err(KbError::EmbeddingNotConfigured),
         Some(other) => {
             return Err(KbError::invalid(
                 "mode",
                 format!(
-                    "'{}' is not one of sections, documents, stats",
+                    "'{}' is not one of sections, documents, stats, lexical, vector, hybrid",
                     crate::text::preview(other, 30)
                 ),
             ));

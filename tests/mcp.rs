@@ -1,0 +1,531 @@
+//! `kbdb mcp` as a child process, driven with raw JSON-RPC lines: the handshake, every tool
+//! (success and documented errors), resources and a subscription fired by another process,
+//! prompts, completion, logging and the protocol error paths.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{PNG_B64, TestDb};
+use serde_json::{Value, json};
+
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+    next_id: u64,
+    /// Notifications seen while waiting for answers.
+    notifications: Vec<Value>,
+}
+
+impl Mcp {
+    fn start(db: &TestDb) -> Mcp {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+            .env("KBDB_RUNTIME_DIR", db.runtime_dir())
+            .env("KBDB_DAEMON_IDLE_SECS", "5")
+            .env_remove("KBDB_EMBEDDED")
+            .args(["mcp", "--db", db.dir.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC, got {line:?}: {e}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut m = Mcp {
+            stdin: child.stdin.take(),
+            child,
+            lines: rx,
+            next_id: 1,
+            notifications: Vec::new(),
+        };
+        let init = m.request(
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "kbdb-test", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+        assert_eq!(init["result"]["serverInfo"]["name"], "kbdb");
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        m
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an answer within 30 s")
+    }
+
+    /// Send a request and wait for its answer (notifications are kept aside).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        loop {
+            let v = self.next();
+            if v["id"] == json!(id) {
+                return v;
+            }
+            self.notifications.push(v);
+        }
+    }
+
+    /// Call a tool: (isError, text).
+    fn tool(&mut self, name: &str, args: Value) -> (bool, String) {
+        let v = self.request("tools/call", json!({"name": name, "arguments": args}));
+        let r = &v["result"];
+        assert!(r.is_object(), "{name}: {v}");
+        (
+            r["isError"] == true,
+            r["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        )
+    }
+
+    fn tool_ok(&mut self, name: &str, args: Value) -> Value {
+        let (err, text) = self.tool(name, args);
+        assert!(!err, "{name} failed: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"))
+    }
+
+    fn wait_notification(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.notifications.iter().position(&pred) {
+            return self.notifications.remove(i);
+        }
+        loop {
+            let v = self.next();
+            if pred(&v) {
+                return v;
+            }
+            self.notifications.push(v);
+        }
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn tools_list_carries_every_tool_with_the_spec_annotations() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let v = m.request("tools/list", json!({}));
+    let tools = v["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "search",
+            "learn",
+            "unlearn",
+            "retrieve",
+            "recall",
+            "content",
+            "status",
+            "check",
+            "gc",
+            "rebuild",
+            "export",
+            "skill-learn",
+            "skill-list",
+            "skill-get",
+            "skill-delete",
+            "agent-create",
+            "agent-list",
+            "agent-get",
+            "agent-delete"
+        ]
+    );
+    let unlearn = &tools[2]["annotations"];
+    assert_eq!(
+        unlearn,
+        &json!({"title": "Remove Section", "readOnlyHint": false, "destructiveHint": true,
+                "idempotentHint": true, "openWorldHint": false})
+    );
+    for t in tools {
+        assert_eq!(t["inputSchema"]["type"], "object", "{}", t["name"]);
+        assert!(!t["description"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+}
+
+#[test]
+fn every_tool_answers_and_its_documented_errors_are_tool_errors() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    // learn, search, retrieve, recall, content
+    let r = m.tool_ok(
+        "learn",
+        json!({"content": "# Deploys\n\nWe deploy on Tuesdays; see [[ops/freeze]].", "docid": "ops/deploy", "tags": ["process"]}),
+    );
+    let kbid = r["kbid"].as_str().unwrap().to_string();
+    let (_, compact) = m.tool("learn", json!({"content": "another fact"}));
+    assert!(!compact.contains('\n'), "learn answers compact JSON");
+    let s = m.tool_ok("search", json!({"query": "tuesdays"}));
+    assert_eq!(s["items"][0]["kbid"], kbid);
+    let (_, pretty) = m.tool("search", json!({"query": "tuesdays"}));
+    assert!(pretty.contains("\n  "), "search answers 2-space JSON");
+    let got = m.tool_ok("retrieve", json!({"kbid": kbid}));
+    assert_eq!(got[0]["sectionType"], "text/markdown");
+    let doc = m.tool_ok("retrieve", json!({"docid": "ops/deploy"}));
+    assert_eq!(doc["kbids"], json!([kbid]));
+    let rc = m.tool_ok("recall", json!({"kbid": kbid, "depth": 2}));
+    assert_eq!(rc["references"][0]["target"], "kbdb://document/ops/freeze");
+    assert_eq!(rc["references"][0]["resolved"], false);
+    let c = m.tool_ok("content", json!({"ids": ["ops/deploy"]}));
+    assert_eq!(c["type"], "text/markdown");
+    // status, check (a dangling wiki-link is a broken reference), rebuild, gc, export
+    assert_eq!(m.tool_ok("status", json!({}))["sections"], 2);
+    let chk = m.tool_ok("check", json!({}));
+    assert_eq!(chk["ok"], false);
+    assert_eq!(chk["errors"][0]["type"], "broken_reference");
+    assert_eq!(m.tool_ok("rebuild", json!({}))["sections_reindexed"], 2);
+    assert_eq!(m.tool_ok("gc", json!({}))["removed_sections"], 0);
+    let ex = m.tool_ok("export", json!({"path": "snapshot"}));
+    let expected = db.dir.parent().unwrap().join("snapshot");
+    assert_eq!(
+        ex["path"],
+        expected.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert!(expected.join("catalog.toml").is_file());
+    // skills and agents
+    let sk = m.tool_ok(
+        "skill-learn",
+        json!({"name": "review-file", "description": "Review a file", "body": "Review {{file}} for {{focus}}."}),
+    );
+    let skill = sk["kbid"].as_str().unwrap().to_string();
+    assert_eq!(sk["arguments"][0]["name"], "file");
+    assert_eq!(m.tool_ok("skill-list", json!({}))[0]["argumentCount"], 2);
+    assert_eq!(
+        m.tool_ok("skill-get", json!({"name": "review-file"}))["body"],
+        "Review {{file}} for {{focus}}."
+    );
+    let ag = m.tool_ok(
+        "agent-create",
+        json!({"name": "reviewer", "description": "Reviews code", "persona": "You are a careful reviewer.", "skills": [skill]}),
+    );
+    assert_eq!(ag["docid"], "agent-reviewer");
+    assert_eq!(m.tool_ok("agent-list", json!({}))[0]["skillCount"], 1);
+    assert_eq!(
+        m.tool_ok("skill-delete", json!({"kbid": skill}))["removed"],
+        true
+    );
+    let a = m.tool_ok("agent-get", json!({"docid": "agent-reviewer"}));
+    assert_eq!(
+        a["skills"][0]["name"],
+        Value::Null,
+        "a deleted skill shows name null"
+    );
+    assert_eq!(
+        m.tool_ok("agent-delete", json!({"docid": "agent-reviewer"}))["removed"],
+        true
+    );
+    m.tool_ok("unlearn", json!({"kbid": kbid}));
+
+    // Documented errors: tool results with isError and a message a model can act on.
+    for (name, args, msg) in [
+        ("retrieve", json!({}), "Provide kbid or docid"),
+        ("recall", json!({}), "Provide kbid or kbids"),
+        ("recall", json!({"kbid": kbid, "depth": -1}), "depth"),
+        ("skill-get", json!({}), "Provide name or kbid"),
+        (
+            "skill-learn",
+            json!({"name": "x", "description": "d", "body": "  "}),
+            "skill body must not be empty",
+        ),
+        (
+            "skill-learn",
+            json!({"name": "Bad Name", "description": "d", "body": "b"}),
+            "kebab-case",
+        ),
+        ("learn", json!({"content": ""}), "content"),
+        (
+            "learn",
+            json!({"content": PNG_B64, "type": "image/png"}),
+            "title",
+        ),
+        ("export", json!({"path": "/etc/kbdb-escape"}), "confined"),
+        (
+            "search",
+            json!({"query": "x", "mode": "hybrid"}),
+            "EMBEDDING_PROVIDER_NOT_CONFIGURED",
+        ),
+        ("content", json!({"ids": ["no/such/doc"]}), "no/such/doc"),
+        (
+            "agent-create",
+            json!({"name": "a", "description": "d", "persona": "p", "skills": [kbid]}),
+            "not skills",
+        ),
+    ] {
+        let (err, text) = m.tool(name, args);
+        assert!(err, "{name} should fail");
+        assert!(
+            text.contains(msg),
+            "{name}: {text:?} should mention {msg:?}"
+        );
+    }
+    // An unknown tool is a protocol error.
+    let v = m.request(
+        "tools/call",
+        json!({"name": "no-such-tool", "arguments": {}}),
+    );
+    assert_eq!(v["error"]["code"], -32602);
+}
+
+#[test]
+fn resources_list_read_and_a_subscription_fired_by_another_process() {
+    let db = TestDb::new();
+    db.learn(&[
+        "# Runbook\n\nRestart the service.",
+        "--docid",
+        "ops/runbook",
+    ]);
+    let img = db.learn(&[PNG_B64, "--type", "image/png", "--title", "Pixel"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut m = Mcp::start(&db);
+    let list = m.request("resources/list", json!({}));
+    assert_eq!(
+        list["result"]["resources"][0]["uri"],
+        "kbdb://document/ops/runbook"
+    );
+    let t = m.request("resources/templates/list", json!({}));
+    assert_eq!(
+        t["result"]["resourceTemplates"].as_array().unwrap().len(),
+        2
+    );
+    let doc = m.request(
+        "resources/read",
+        json!({"uri": "kbdb://document/ops/runbook"}),
+    );
+    let body: Value =
+        serde_json::from_str(doc["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        body["sections"][0]["content"],
+        "# Runbook\n\nRestart the service."
+    );
+    let pic = m.request(
+        "resources/read",
+        json!({"uri": format!("kbdb://section/{img}")}),
+    );
+    assert_eq!(pic["result"]["contents"][0]["mimeType"], "image/png");
+    assert_eq!(pic["result"]["contents"][0]["blob"], PNG_B64);
+    let missing = m.request("resources/read", json!({"uri": "kbdb://document/nope"}));
+    assert_eq!(missing["error"]["code"], -32002);
+
+    let sub = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/ops/runbook"}),
+    );
+    assert_eq!(sub["result"], json!({}));
+    // Another process learns into the same database (through the shared daemon).
+    db.learn(&[
+        "## Escalation\n\nPage the on-call.",
+        "--docid",
+        "ops/runbook",
+    ]);
+    let n = m.wait_notification(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+}
+
+#[test]
+fn prompts_completion_and_logging() {
+    let db = TestDb::new();
+    db.learn(&["# Spec\n\ntext", "--docid", "specs/api"]);
+    let mut m = Mcp::start(&db);
+    m.tool_ok(
+        "skill-learn",
+        json!({"name": "summarize-document", "description": "Summarize a document",
+               "body": "Summarize {{docid}} in at most {{max_points}} points."}),
+    );
+    let skill = m.tool_ok("skill-get", json!({"name": "summarize-document"}))["kbid"].clone();
+    m.tool_ok("agent-create", json!({"name": "writer", "description": "Writes docs", "persona": "You write clearly.", "skills": [skill]}));
+    let list = m.request("prompts/list", json!({}));
+    let names: Vec<&str> = list["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["summarize-document", "agent:writer"]);
+    let got = m.request(
+        "prompts/get",
+        json!({"name": "summarize-document", "arguments": {"docid": "specs/api", "max_points": "3"}}),
+    );
+    assert_eq!(got["result"]["messages"][0]["role"], "user");
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"],
+        "Summarize specs/api in at most 3 points."
+    );
+    let missing = m.request(
+        "prompts/get",
+        json!({"name": "summarize-document", "arguments": {"docid": "x"}}),
+    );
+    assert_eq!(missing["error"]["code"], -32602);
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_points")
+    );
+    let agent = m.request("prompts/get", json!({"name": "agent:writer"}));
+    assert_eq!(agent["result"]["messages"][0]["role"], "assistant");
+    assert_eq!(
+        agent["result"]["messages"][0]["content"]["text"],
+        "You write clearly."
+    );
+    assert!(
+        agent["result"]["messages"][1]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("- summarize-document: Summarize a document")
+    );
+    assert_eq!(
+        m.request("prompts/get", json!({"name": "nope"}))["error"]["code"],
+        -32602
+    );
+
+    let c = m.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "summarize-document"}, "argument": {"name": "docid", "value": "spe"}}),
+    );
+    assert_eq!(c["result"]["completion"]["values"], json!(["specs/api"]));
+    let c = m.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "kbdb://document/{docid}"}, "argument": {"name": "docid", "value": "sp"}}),
+    );
+    assert_eq!(c["result"]["completion"]["values"], json!(["specs/api"]));
+    assert_eq!(
+        m.request("logging/setLevel", json!({"level": "debug"}))["result"],
+        json!({})
+    );
+}
+
+#[test]
+fn the_startup_check_warns_about_a_damaged_database() {
+    let db = TestDb::new();
+    db.learn(&["see [[missing/doc]] for more"]);
+    let mut m = Mcp::start(&db);
+    let n = m.wait_notification(|v| v["method"] == "notifications/message");
+    assert_eq!(n["params"]["level"], "warning");
+    assert_eq!(n["params"]["data"]["kinds"], json!(["broken_reference"]));
+}
+
+#[test]
+fn protocol_errors_keep_the_connection_and_stdin_eof_ends_the_server() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    m.send("{this is not json");
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32700);
+    assert_eq!(v["id"], Value::Null);
+    assert_eq!(
+        m.request("no/such/method", json!({}))["error"]["code"],
+        -32601
+    );
+    assert_eq!(
+        m.request("ping", json!({}))["result"],
+        json!({}),
+        "still usable"
+    );
+    drop(m.stdin.take());
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = m.child.try_wait().unwrap() {
+            assert!(status.success());
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "exits when stdin closes"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn mcp_needs_a_database_path_and_never_uses_the_working_directory() {
+    let out = common::kbdb_cmd().arg("mcp").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KBDB_DIR"));
+}
+
+#[test]
+fn skills_and_agents_from_the_cli() {
+    let db = TestDb::new();
+    let s = db.json(&[
+        "skill",
+        "learn",
+        "triage",
+        "--description",
+        "Triage an issue",
+        "--body",
+        "Triage {{issue}}",
+    ]);
+    let kbid = s["kbid"].as_str().unwrap().to_string();
+    assert_eq!(s["arguments"][0]["name"], "issue");
+    assert_eq!(db.json(&["skill", "list"])[0]["name"], "triage");
+    assert_eq!(
+        db.json(&["skill", "get", "triage"])["body"],
+        "Triage {{issue}}"
+    );
+    let a = db.json(&[
+        "agent",
+        "create",
+        "helper",
+        "--description",
+        "Helps",
+        "--persona",
+        "You help.",
+        "--skill",
+        &kbid,
+    ]);
+    assert_eq!(a["skills"][0]["name"], "triage");
+    assert_eq!(db.json(&["agent", "list"])[0]["docid"], "agent-helper");
+    let out = db
+        .cmd()
+        .args(["agent", "get", "agent-helper"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1. "));
+    assert_eq!(db.json(&["skill", "delete", &kbid])["removed"], true);
+    assert_eq!(
+        db.json(&["agent", "get", "agent-helper"])["skills"][0]["name"],
+        Value::Null
+    );
+    assert_eq!(
+        db.json(&["agent", "delete", "agent-helper"])["removed"],
+        true
+    );
+    let out = db.cmd().args(["skill", "get"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
