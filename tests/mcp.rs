@@ -23,6 +23,10 @@ struct Mcp {
 
 impl Mcp {
     fn start(db: &TestDb) -> Mcp {
+        Self::start_with(db, json!({}))
+    }
+
+    fn start_with(db: &TestDb, capabilities: Value) -> Mcp {
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
             .env("KBDB_RUNTIME_DIR", db.runtime_dir())
             .env("KBDB_DAEMON_IDLE_SECS", "5")
@@ -54,7 +58,7 @@ impl Mcp {
         };
         let init = m.request(
             "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
                    "clientInfo": {"name": "kbdb-test", "version": "1"}}),
         );
         assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
@@ -528,4 +532,45 @@ fn skills_and_agents_from_the_cli() {
     );
     let out = db.cmd().args(["skill", "get"]).output().unwrap();
     assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it() {
+    let db = TestDb::new();
+    // Without sampling: the spec's error, naming the field.
+    let mut m = Mcp::start(&db);
+    let (err, text) = m.tool(
+        "skill-learn",
+        json!({"name": "draft", "description": "Draft notes"}),
+    );
+    assert!(err);
+    assert!(text.starts_with("body: is required"), "{text}");
+    drop(m);
+
+    let mut m = Mcp::start_with(&db, json!({"sampling": {}}));
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                "params": {"name": "skill-learn", "arguments": {"name": "draft", "description": "Draft release notes"}}})
+        .to_string(),
+    );
+    // The server asks the client's model; the test answers as the client.
+    let ask = m.wait_notification(|v| v["method"] == "sampling/createMessage");
+    let prompt = ask["params"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(prompt.contains("Draft release notes"), "{prompt}");
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant", "model": "test-model",
+                "content": {"type": "text", "text": "Write release notes for {{version}}."}}})
+        .to_string(),
+    );
+    let done = m.wait_notification(|v| v["id"] == 99);
+    let r: Value =
+        serde_json::from_str(done["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(r["arguments"][0]["name"], "version");
+    assert_eq!(
+        m.tool_ok("skill-get", json!({"name": "draft"}))["body"],
+        "Write release notes for {{version}}."
+    );
 }

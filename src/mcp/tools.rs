@@ -527,10 +527,12 @@ fn skill_learn() -> Value {
                 "body": {
                     "type": "string",
                     "description": "Template text with `{{argName}}` placeholders; must not be \
-                                    empty."
+                                    empty. Omit it only when your client supports sampling: \
+                                    kbdb then asks your model to draft the body from the \
+                                    description."
                 }
             }),
-            &["name", "description", "body"],
+            &["name", "description"],
         ),
         Hints(false, false, true, false),
     )
@@ -795,7 +797,7 @@ mod tests {
             ("gc", &[]),
             ("rebuild", &[]),
             ("export", &[]),
-            ("skill-learn", &["name", "description", "body"]),
+            ("skill-learn", &["name", "description"]),
             ("skill-list", &[]),
             ("skill-get", &[]),
             ("skill-delete", &["kbid"]),
