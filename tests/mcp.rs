@@ -359,6 +359,10 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
     ]);
     let n = m.wait_notification(|v| v["method"] == "notifications/resources/updated");
     assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+    // A new document changes the resource list; a new section may be a skill (prompts).
+    db.learn(&["# New page", "--docid", "ops/new"]);
+    m.wait_notification(|v| v["method"] == "notifications/resources/list_changed");
+    m.wait_notification(|v| v["method"] == "notifications/prompts/list_changed");
 }
 
 #[test]
