@@ -432,6 +432,17 @@ fn prompts_completion_and_logging() {
         json!({"ref": {"type": "ref/resource", "uri": "kbdb://document/{docid}"}, "argument": {"name": "docid", "value": "sp"}}),
     );
     assert_eq!(c["result"]["completion"]["values"], json!(["specs/api"]));
+    // Prompt names (for a reference that is not a prompt yet) and argument names.
+    let c = m.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "?"}, "argument": {"name": "name", "value": "agent:"}}),
+    );
+    assert_eq!(c["result"]["completion"]["values"], json!(["agent:writer"]));
+    let c = m.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "summarize-document"}, "argument": {"name": "x", "value": "max"}}),
+    );
+    assert_eq!(c["result"]["completion"]["values"], json!(["max_points"]));
     assert_eq!(
         m.request("logging/setLevel", json!({"level": "debug"}))["result"],
         json!({})

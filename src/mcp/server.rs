@@ -562,13 +562,17 @@ impl ServerHandler for Kbdb {
                         .filter(|n| n.starts_with(&prefix) && n != &request.argument.name)
                         .collect(),
                     None => {
+                        // Not a skill: complete prompt names (skills and `agent:` prompts).
                         let agents: Vec<AgentSummary> = self
                             .call_as("agent_list", json!({}))
                             .await
                             .unwrap_or_default();
-                        agents
+                        let skills: Vec<SkillDefinition> =
+                            self.call_as("skills", json!({})).await.unwrap_or_default();
+                        skills
                             .into_iter()
-                            .map(|a| format!("agent:{}", a.name))
+                            .map(|s| s.name)
+                            .chain(agents.into_iter().map(|a| format!("agent:{}", a.name)))
                             .filter(|n| n.starts_with(&prefix))
                             .collect()
                     }
