@@ -514,3 +514,40 @@ fn a_client_of_another_user_is_refused() {
     // The owner is still served.
     assert_eq!(db.status()["sections"], 0);
 }
+
+#[test]
+fn a_client_with_another_runtime_folder_finds_the_running_daemon() {
+    // An MCP host often starts servers with a bare environment (no XDG_RUNTIME_DIR), while
+    // the user's terminal has one: both must reach the same daemon.
+    let db = TestDb::new();
+    db.learn(&["shared between environments"]);
+    let pid = daemon_pid(&db).unwrap();
+    let other_runtime = db.tmp.path().join("other-run");
+    let out = common::kbdb_cmd()
+        .env("KBDB_RUNTIME_DIR", &other_runtime)
+        .args([
+            "--db",
+            db.dir.to_str().unwrap(),
+            "status",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sections"], 1);
+    assert_eq!(daemons_of(&db), vec![pid], "no second daemon");
+    // Stopping from the other environment stops it too, and forgets the record.
+    common::kbdb_cmd()
+        .env("KBDB_RUNTIME_DIR", &other_runtime)
+        .args(["--db", db.dir.to_str().unwrap(), "daemon", "stop"])
+        .assert()
+        .success();
+    assert!(!alive(pid));
+    assert!(!db.dir.join("daemon.endpoint").exists());
+}

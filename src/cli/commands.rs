@@ -214,7 +214,7 @@ fn daemon(
             let dir = db
                 .canonicalize()
                 .map_err(|e| KbError::io(format!("cannot resolve {}", db.display()), e))?;
-            let (sock, _) = kbdb::daemon::endpoint(&dir)?;
+            let sock = kbdb::daemon::client::daemon_socket(&dir)?;
             let stopped = kbdb::daemon::client::stop_daemon(&sock)?;
             match format {
                 Format::Json => print_json(&serde_json::json!({"stopped": stopped}), false),

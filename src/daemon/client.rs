@@ -101,9 +101,18 @@ pub fn stop_daemon(sock: &Path) -> Result<bool> {
     Ok(true)
 }
 
+/// The socket of the daemon serving `db_dir`: the one recorded in the database folder when it
+/// answers, else this user's runtime folder's.
+pub fn daemon_socket(db_dir: &Path) -> Result<PathBuf> {
+    let (own, _) = endpoint(db_dir)?;
+    Ok(super::recorded_socket(db_dir)
+        .filter(|s| UnixStream::connect(s).is_ok())
+        .unwrap_or(own))
+}
+
 /// The running daemon's `hello`, if one answers.
 pub fn daemon_info(db_dir: &Path) -> Result<Option<DaemonInfo>> {
-    let (sock, _) = endpoint(db_dir)?;
+    let sock = daemon_socket(db_dir)?;
     Ok(try_connect(&sock).map(|(_, _, info)| info))
 }
 
@@ -144,7 +153,12 @@ impl Client {
             .canonicalize()
             .map_err(|e| KbError::io(format!("cannot resolve {}", db_dir.display()), e))?;
         let config = Config::load(&db_dir)?;
-        let (sock, lock) = endpoint(&db_dir)?;
+        let (own, lock) = endpoint(&db_dir)?;
+        // A daemon started from another runtime folder records its socket in the database
+        // folder: use it rather than start a second daemon that could not open the database.
+        let sock = super::recorded_socket(&db_dir)
+            .filter(|s| *s != own && UnixStream::connect(s).is_ok())
+            .unwrap_or(own);
         let (writer, reader, info) = match try_connect(&sock) {
             Some(c) if c.2.build == identity(&db_dir) => c,
             Some((writer, reader, old)) => {
@@ -339,6 +353,10 @@ fn start(
             return Ok(c);
         }
         if let Ok(Some(status)) = child.try_wait() {
+            // Another client (from another runtime folder) may have won the race.
+            if let Some(c) = super::recorded_socket(db_dir).and_then(|s| try_connect(&s)) {
+                return Ok(c);
+            }
             return Err(daemon_err(format!(
                 "the kbdb daemon exited at start ({status}): {}",
                 log_tail(db_dir)

@@ -80,6 +80,43 @@ pub fn endpoint(db_dir: &Path) -> Result<(PathBuf, PathBuf)> {
     ))
 }
 
+/// The file in the database folder where a running daemon writes its socket's path, so that
+/// clients whose runtime folder differs (an MCP host often starts servers with a bare
+/// environment, without `XDG_RUNTIME_DIR`) still find it instead of starting a second one.
+pub const ENDPOINT_FILE: &str = "daemon.endpoint";
+
+/// The socket recorded in the database folder, when it is a socket of this user.
+pub fn recorded_socket(db_dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(db_dir.join(ENDPOINT_FILE)).ok()?;
+    let path = PathBuf::from(text.trim());
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    use std::os::unix::fs::FileTypeExt;
+    (meta.file_type().is_socket() && meta.uid() == uid()).then_some(path)
+}
+
+/// Record `sock` as this database's daemon socket (written whole, then renamed into place).
+pub(crate) fn record_socket(db_dir: &Path, sock: &Path) -> Result<()> {
+    let tmp = db_dir.join(format!("{ENDPOINT_FILE}.{}", std::process::id()));
+    std::fs::write(&tmp, sock.as_os_str().as_encoded_bytes())
+        .map_err(|e| KbError::io(format!("cannot write {}", tmp.display()), e))?;
+    std::fs::rename(&tmp, db_dir.join(ENDPOINT_FILE)).map_err(|e| {
+        KbError::io(
+            format!("cannot write {}", db_dir.join(ENDPOINT_FILE).display()),
+            e,
+        )
+    })
+}
+
+/// Forget the record if it still names `sock`.
+pub(crate) fn forget_socket(db_dir: &Path, sock: &Path) {
+    if recorded_socket(db_dir).is_some_and(|p| p == sock)
+        || std::fs::read_to_string(db_dir.join(ENDPOINT_FILE))
+            .is_ok_and(|t| Path::new(t.trim()) == sock)
+    {
+        let _ = std::fs::remove_file(db_dir.join(ENDPOINT_FILE));
+    }
+}
+
 /// The uid of the process at the other end of a Unix socket.
 pub fn peer_uid(stream: &std::os::unix::net::UnixStream) -> std::io::Result<u32> {
     use std::os::fd::AsRawFd;

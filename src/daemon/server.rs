@@ -160,6 +160,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     listener
         .set_nonblocking(true)
         .map_err(|e| KbError::io("cannot configure the socket", e))?;
+    super::record_socket(kb.dir(), &sock)?;
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -236,6 +237,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     // Stop taking connections first, then let queued writes finish.
     let _ = std::fs::remove_file(&sock);
+    super::forget_socket(kb.dir(), &sock);
     drop(listener);
     if let Ok(mut jobs) = state.jobs.lock() {
         jobs.take();
