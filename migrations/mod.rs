@@ -7,6 +7,7 @@ mod m0001_initial;
 mod m0002_synonyms;
 mod m0003_minhash_oph;
 mod m0004_references;
+mod m0005_minhash_sigs;
 
 use redb::WriteTransaction;
 
@@ -38,5 +39,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "references",
         apply: m0004_references::apply,
+    },
+    Migration {
+        version: 5,
+        name: "minhash_sigs",
+        apply: m0005_minhash_sigs::apply,
     },
 ];

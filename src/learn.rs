@@ -1,8 +1,6 @@
 //! `learn`: validation of a request into a prepared section, then applying it inside a write
 //! transaction (dedup, attach, supersession by source key, near-duplicates, change log).
 
-use redb::ReadableMultimapTable;
-
 use base64::Engine;
 
 use crate::config::Limits;
@@ -272,9 +270,10 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             created_at = t.now().to_string();
             if let Some((mine, keys)) = shingles_and_bands(&p.section_type, &p.bytes) {
                 near_duplicates = find_near_duplicates(t, &p, &mine, &keys)?;
-                for k in keys {
-                    t.minhash_bands.insert(k, p.kbid.as_str())?;
-                }
+                t.minhash_sigs
+                    .insert(p.kbid.as_str(), near_dup::encode_keys(&keys).as_slice())?;
+                t.band_changes
+                    .push(near_dup::BandChange::Add(p.kbid.clone(), keys));
             }
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
@@ -352,12 +351,23 @@ fn find_near_duplicates(
     // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
     // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
     let mut shared: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
-    for k in keys {
-        for v in t.minhash_bands.get(k)?.take(near_dup::PER_BAND) {
-            let guard = v?;
-            let kbid = guard.value();
-            if kbid != p.kbid {
-                *shared.entry(kbid.to_string()).or_default() += 1;
+    if let Some(index) = t.band_index {
+        for k in keys {
+            for kbid in index.band(*k) {
+                if *kbid != p.kbid {
+                    *shared.entry(kbid.clone()).or_default() += 1;
+                }
+            }
+        }
+    }
+    // Sections added earlier in this same transaction are not in the index yet.
+    for c in &t.band_changes {
+        if let near_dup::BandChange::Add(kbid, theirs) = c
+            && *kbid != p.kbid
+        {
+            let n = keys.iter().zip(theirs).filter(|(a, b)| a == b).count() as u32;
+            if n > 0 {
+                *shared.entry(kbid.clone()).or_default() += n;
             }
         }
     }
@@ -427,9 +437,10 @@ pub(crate) fn insert_stored(
         return Ok(false);
     }
     if let Some(keys) = band_keys_of(&rec.section_type, bytes) {
-        for k in keys {
-            t.minhash_bands.insert(k, kbid)?;
-        }
+        t.minhash_sigs
+            .insert(kbid, near_dup::encode_keys(&keys).as_slice())?;
+        t.band_changes
+            .push(near_dup::BandChange::Add(kbid.to_string(), keys));
     }
     for tag in &rec.tags {
         t.tags.insert(tag.as_str(), kbid)?;

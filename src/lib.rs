@@ -46,6 +46,10 @@ pub struct Kb {
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
     lexical: Mutex<LexicalIndex>,
+    /// The near-duplicate band index, derived from `minhash_sigs` and loaded on first use. Write
+    /// paths that change bands lock it before starting their transaction (never the other way
+    /// round) and apply their changes after the commit.
+    bands: Mutex<Option<index::near_dup::BandIndex>>,
 }
 
 impl Kb {
@@ -95,6 +99,7 @@ impl Kb {
                 dir,
                 config,
                 lexical,
+                bands: Mutex::new(None),
             },
             !existed,
         ))
@@ -166,10 +171,12 @@ impl Kb {
                 .map(Err)
                 .collect());
         }
+        let mut bands = self.band_index()?;
         let txn = self.begin_write()?;
         let mut out = Vec::with_capacity(prepared.len());
-        {
+        let changes = {
             let mut t = WriteTables::open(&txn, now())?;
+            t.band_index = bands.as_ref();
             for p in prepared {
                 out.push(match p {
                     Ok(p) => Ok(writes::apply(&mut t, p)?),
@@ -177,9 +184,13 @@ impl Kb {
                 });
             }
             t.flush()?;
-        }
+            std::mem::take(&mut t.band_changes)
+        };
         if out.iter().flatten().any(|o| o.changed_something()) {
             txn.commit()?;
+            if let Some(b) = bands.as_mut() {
+                b.apply(&changes);
+            }
         } else {
             txn.abort()?;
         }
@@ -623,6 +634,7 @@ impl Kb {
         start: Instant,
     ) -> Result<ImportResult> {
         let bases = maintenance::import::reference_bases(&plan.documents);
+        let mut bands = self.bands_lock()?;
         let txn = self.begin_write()?;
         let mut result = ImportResult {
             path: path.display().to_string(),
@@ -635,7 +647,7 @@ impl Kb {
             problems: plan.problems,
             elapsed_ms: 0.0,
         };
-        {
+        let changes = {
             let mut t = WriteTables::open(&txn, now())?;
             for s in plan.sections {
                 let base = bases.get(s.kbid.as_str()).copied();
@@ -660,12 +672,17 @@ impl Kb {
                 }
             }
             t.flush()?;
-        }
+            std::mem::take(&mut t.band_changes)
+        };
         for (term, synonyms) in &plan.synonyms {
             store::synonyms::add(&txn, term, synonyms)?;
             result.synonyms_imported += 1;
         }
         txn.commit()?;
+        if let Some(b) = bands.as_mut() {
+            b.apply(&changes);
+        }
+        drop(bands);
         self.index_committed_changes();
         result.elapsed_ms = elapsed_ms(start);
         Ok(result)
@@ -733,15 +750,20 @@ impl Kb {
     /// `gc`: remove sections no document holds that were not learned on their own.
     pub fn gc(&self) -> Result<GcResult> {
         let start = Instant::now();
+        let mut bands = self.bands_lock()?;
         let txn = self.begin_write()?;
-        let (removed_sections, removed_bytes) = {
+        let (removed_sections, removed_bytes, changes) = {
             let mut t = WriteTables::open(&txn, now())?;
             let r = maintenance::gc::collect(&mut t)?;
             t.flush()?;
-            r
+            (r.0, r.1, std::mem::take(&mut t.band_changes))
         };
         if removed_sections > 0 {
             txn.commit()?;
+            if let Some(b) = bands.as_mut() {
+                b.apply(&changes);
+            }
+            drop(bands);
             self.index_committed_changes();
         } else {
             txn.abort()?;
@@ -804,6 +826,30 @@ impl Kb {
         }
     }
 
+    fn bands_lock(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
+        self.bands
+            .lock()
+            .map_err(|_| KbError::Storage("band index lock poisoned by an earlier panic".into()))
+    }
+
+    /// The band index, loaded from `minhash_sigs` on first use (call before `begin_write`).
+    fn band_index(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
+        let mut guard = self.bands_lock()?;
+        if guard.is_none() {
+            let txn = self.db.begin_read()?;
+            let sigs = txn.open_table(store::tables::MINHASH_SIGS)?;
+            let mut index = index::near_dup::BandIndex::default();
+            for row in redb::ReadableTable::iter(&sigs)? {
+                let (k, v) = row?;
+                if let Some(keys) = index::near_dup::decode_keys(v.value()) {
+                    index.add(k.value(), &keys);
+                }
+            }
+            *guard = Some(index);
+        }
+        Ok(guard)
+    }
+
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
@@ -856,10 +902,7 @@ mod tests {
         [
             mm(TAGS),
             mm(SOURCE_KEYS),
-            txn.open_multimap_table(MINHASH_BANDS)
-                .unwrap()
-                .len()
-                .unwrap(),
+            txn.open_table(MINHASH_SIGS).unwrap().len().unwrap(),
             mm(DOC_SECTIONS),
             mm(SECTION_DOCS),
             txn.open_table(SECTIONS).unwrap().len().unwrap(),
@@ -880,7 +923,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-        assert_eq!(rows(&kb), [2, 1, 16, 1, 1, 1]);
+        assert_eq!(rows(&kb), [2, 1, 1, 1, 1, 1]);
         let seq = kb.status().unwrap().last_change_seq;
         assert!(kb.unlearn(&r.kbid).unwrap().removed);
         assert_eq!(rows(&kb), [0, 0, 0, 0, 0, 0]);
@@ -937,16 +980,18 @@ mod tests {
     }
 
     #[test]
-    fn migration_3_rebuilds_near_duplicate_bands() {
+    fn migrations_3_and_5_rebuild_near_duplicate_bands() {
         let tmp = tempfile::tempdir().unwrap();
         let kb = Kb::open_or_create(tmp.path()).unwrap().0;
         let text = "one two three four five six seven";
         let original = kb.learn(LearnRequest::text(text)).unwrap().kbid;
         drop(kb);
         {
-            // Pretend the database predates migration 3 and holds stale band keys.
+            // Pretend the database predates migration 3 and holds stale band keys (and no
+            // signatures table yet).
             let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
             let txn = db.begin_write().unwrap();
+            txn.delete_table(MINHASH_SIGS).unwrap();
             {
                 let mut meta = txn.open_table(META).unwrap();
                 meta.insert(META_SCHEMA_VERSION, 2u32.to_le_bytes().as_slice())
@@ -961,7 +1006,14 @@ mod tests {
             kb.status().unwrap().schema_version,
             store::migrate::current_version()
         );
-        assert_eq!(rows(&kb)[2], 16, "only the fresh band keys remain");
+        assert_eq!(rows(&kb)[2], 1, "one signature row per text section");
+        {
+            let txn = kb.db.begin_read().unwrap();
+            assert!(
+                txn.open_multimap_table(MINHASH_BANDS).is_err(),
+                "migration 5 drops the band rows"
+            );
+        }
         // Learning a near copy finds the original through the rebuilt bands.
         let r = kb
             .learn(LearnRequest::text(format!("{text} eight")))

@@ -11,12 +11,17 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
     let Some(rec) = t.section(kbid)? else {
         return Ok(false);
     };
-    if let Some(bytes) = t.content(kbid)?
-        && let Some(keys) = crate::learn::band_keys_of(&rec.section_type, &bytes)
-    {
-        for k in keys {
-            t.minhash_bands.remove(k, kbid)?;
-        }
+    let _ = &rec;
+    let keys = t
+        .minhash_sigs
+        .remove(kbid)?
+        .and_then(|g| crate::index::near_dup::decode_keys(g.value()));
+    if let Some(keys) = keys {
+        t.band_changes
+            .push(crate::index::near_dup::BandChange::Remove(
+                kbid.to_string(),
+                keys,
+            ));
     }
     for docid in t.docs_of(kbid)? {
         t.remove_membership(&docid, kbid)?;

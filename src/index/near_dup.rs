@@ -3,6 +3,8 @@
 //! their exact Jaccard similarity decides. With 16 bands of 4 rows, a pair at Jaccard 0.85 is a
 //! candidate with probability 1 - (1 - 0.85^4)^16 ≈ 0.99998.
 
+use std::collections::HashMap;
+
 use crate::text::shingles::{ShingleSet, mix64};
 
 pub const HASHES: usize = 64;
@@ -92,5 +94,75 @@ mod tests {
         let ko = band_keys(&signature(&shingle_hashes(&other)));
         assert!(kb.iter().zip(kn.iter()).any(|(a, b)| a == b));
         assert!(!kb.iter().zip(ko.iter()).any(|(a, b)| a == b));
+    }
+}
+
+/// The band keys of a section as stored (`minhash_sigs`): 16 little-endian u64.
+pub fn encode_keys(keys: &[u64; BANDS]) -> Vec<u8> {
+    keys.iter().flat_map(|k| k.to_le_bytes()).collect()
+}
+
+pub fn decode_keys(bytes: &[u8]) -> Option<[u64; BANDS]> {
+    if bytes.len() != BANDS * 8 {
+        return None;
+    }
+    let mut out = [0u64; BANDS];
+    for (i, chunk) in bytes.chunks_exact(8).enumerate() {
+        out[i] = u64::from_le_bytes(chunk.try_into().ok()?);
+    }
+    Some(out)
+}
+
+/// A change to the band index made by a write transaction, applied once it commits.
+#[derive(Debug, Clone)]
+pub enum BandChange {
+    Add(String, [u64; BANDS]),
+    Remove(String, [u64; BANDS]),
+}
+
+/// The LSH band index in memory: band key → sections. Derived from the `minhash_sigs` table
+/// (one row per section instead of sixteen scattered B-tree rows, which dominated the cost of
+/// a write), loaded on first use and kept in step with committed writes.
+#[derive(Debug, Default)]
+pub struct BandIndex {
+    map: HashMap<u64, Vec<String>>,
+}
+
+impl BandIndex {
+    pub fn add(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+        for k in keys {
+            let v = self.map.entry(*k).or_default();
+            if !v.iter().any(|x| x == kbid) {
+                v.push(kbid.to_string());
+            }
+        }
+    }
+
+    pub fn remove(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+        for k in keys {
+            if let Some(v) = self.map.get_mut(k) {
+                v.retain(|x| x != kbid);
+                if v.is_empty() {
+                    self.map.remove(k);
+                }
+            }
+        }
+    }
+
+    pub fn apply(&mut self, changes: &[BandChange]) {
+        for c in changes {
+            match c {
+                BandChange::Add(k, keys) => self.add(k, keys),
+                BandChange::Remove(k, keys) => self.remove(k, keys),
+            }
+        }
+    }
+
+    /// The sections of band `key` (at most `PER_BAND`).
+    pub fn band(&self, key: u64) -> &[String] {
+        self.map
+            .get(&key)
+            .map(|v| &v[..v.len().min(PER_BAND)])
+            .unwrap_or(&[])
     }
 }

@@ -23,7 +23,7 @@ pub const SOURCE_KEYS: MultimapTableDefinition<&str, &str> =
     MultimapTableDefinition::new("source_keys");
 /// `changes`: monotonic sequence → versioned `ChangeRecord`.
 pub const CHANGES: TableDefinition<u64, &[u8]> = TableDefinition::new("changes");
-/// `minhash_bands`: LSH band key → kbid, for near-duplicate candidates.
+/// `minhash_bands`: LSH band key → kbid (migrations 0001–0004; replaced by `minhash_sigs`).
 pub const MINHASH_BANDS: MultimapTableDefinition<u64, &str> =
     MultimapTableDefinition::new("minhash_bands");
 
@@ -39,3 +39,7 @@ pub const REFS_OUT: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("
 /// a document's heading. Keyed by name, so a reference to something not learned yet resolves
 /// when it is (migration 0004).
 pub const REFS_IN: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("refs_in");
+
+/// `minhash_sigs`: kbid → its 16 LSH band keys (16 little-endian u64), from which the
+/// near-duplicate band index is built in memory (migration 0005).
+pub const MINHASH_SIGS: TableDefinition<&str, &[u8]> = TableDefinition::new("minhash_sigs");

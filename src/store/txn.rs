@@ -19,7 +19,11 @@ pub struct WriteTables<'t> {
     pub tags: MultimapTable<'t, &'static str, &'static str>,
     pub source_keys: MultimapTable<'t, &'static str, &'static str>,
     pub changes: Table<'t, u64, &'static [u8]>,
-    pub minhash_bands: MultimapTable<'t, u64, &'static str>,
+    pub minhash_sigs: Table<'t, &'static str, &'static [u8]>,
+    /// The committed band index, for near-duplicate lookups (None: not needed by this write).
+    pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
+    /// Band index changes of this transaction, applied to the index once it commits.
+    pub band_changes: Vec<crate::index::near_dup::BandChange>,
     pub refs_out: Table<'t, (&'static str, u32), &'static [u8]>,
     pub refs_in: MultimapTable<'t, &'static str, &'static str>,
     next_seq: u64,
@@ -43,7 +47,9 @@ impl<'t> WriteTables<'t> {
             tags: txn.open_multimap_table(TAGS)?,
             source_keys: txn.open_multimap_table(SOURCE_KEYS)?,
             changes,
-            minhash_bands: txn.open_multimap_table(MINHASH_BANDS)?,
+            minhash_sigs: txn.open_table(MINHASH_SIGS)?,
+            band_index: None,
+            band_changes: Vec::new(),
             refs_out: txn.open_table(REFS_OUT)?,
             refs_in: txn.open_multimap_table(REFS_IN)?,
             next_seq,
