@@ -551,3 +551,13 @@ fn a_client_with_another_runtime_folder_finds_the_running_daemon() {
     assert!(!alive(pid));
     assert!(!db.dir.join("daemon.endpoint").exists());
 }
+
+#[test]
+fn init_on_a_database_its_daemon_holds_just_reports_it() {
+    let db = TestDb::new();
+    db.learn(&["held by the daemon"]);
+    assert!(daemon_pid(&db).is_some());
+    let v = db.json(&["init"]);
+    assert_eq!(v["created"], false);
+    assert_eq!(db.status()["sections"], 1);
+}

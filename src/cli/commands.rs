@@ -227,19 +227,28 @@ fn daemon(
 }
 
 fn init(db: &std::path::Path, format: Format) -> Result<i32, KbError> {
-    let (kb, created) = kbdb::Kb::open_or_create(db)?;
+    // An existing database is left alone (its daemon may hold it): only report it.
+    let (dir, created) = if db.join(kbdb::store::DB_FILE).exists() {
+        let dir = db
+            .canonicalize()
+            .map_err(|e| KbError::io(format!("cannot resolve {}", db.display()), e))?;
+        (dir, false)
+    } else {
+        let (kb, created) = kbdb::Kb::open_or_create(db)?;
+        (kb.dir().to_path_buf(), created)
+    };
     match format {
         Format::Json => print_json(
-            &serde_json::json!({ "path": kb.dir().display().to_string(), "created": created }),
+            &serde_json::json!({ "path": dir.display().to_string(), "created": created }),
             false,
         ),
         Format::Text if created => print_text(&format!(
             "initialized an empty knowledge base in {}",
-            kb.dir().display()
+            dir.display()
         )),
         Format::Text => print_text(&format!(
             "a knowledge base already exists in {}",
-            kb.dir().display()
+            dir.display()
         )),
     }
     Ok(EXIT_OK)
