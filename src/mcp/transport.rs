@@ -19,7 +19,7 @@ use rmcp::{
 };
 use serde_json::Value;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     sync::Mutex,
     task::JoinSet,
 };
@@ -44,6 +44,8 @@ pub struct LineTransport<R, W> {
     /// Partial line survives cancellation: `receive` runs inside rmcp's `select!`.
     line: Vec<u8>,
     saw_initialize: bool,
+    /// Discarding the rest of a line that exceeded `MAX_LINE_BYTES`.
+    skipping: bool,
     /// Error replies written by spawned tasks: `receive` must never await a write,
     /// because rmcp drops (cancels) the `receive` future whenever another branch
     /// of its select! fires, which would lose the line or cut a reply in half.
@@ -67,6 +69,7 @@ where
             writer: Arc::new(Mutex::new(Some(write))),
             line: Vec::new(),
             saw_initialize: false,
+            skipping: false,
             replies: JoinSet::new(),
         }
     }
@@ -164,7 +167,35 @@ where
             while self.replies.try_join_next().is_some() {}
             // read_until appends to self.line, so a call cancelled by rmcp's select!
             // loses nothing; the next call resumes the same line.
-            match self.reader.read_until(b'\n', &mut self.line).await {
+            // At most MAX_LINE_BYTES are buffered: a longer line is answered with an error and
+            // the rest of it is discarded, so no input can exhaust memory.
+            let room = (crate::daemon::MAX_MESSAGE_BYTES + 1).saturating_sub(self.line.len());
+            let read = (&mut self.reader)
+                .take(room as u64)
+                .read_until(b'\n', &mut self.line)
+                .await;
+            if read.as_ref().is_ok_and(|n| *n > 0)
+                && self.line.last() != Some(&b'\n')
+                && self.line.len() > crate::daemon::MAX_MESSAGE_BYTES
+            {
+                self.line.clear();
+                if !self.skipping {
+                    self.skipping = true;
+                    self.reply_error(
+                        ErrorCode::INVALID_REQUEST,
+                        format!("message exceeds {} bytes", crate::daemon::MAX_MESSAGE_BYTES),
+                        None,
+                    );
+                }
+                continue;
+            }
+            if self.skipping {
+                // The end of an oversized line.
+                self.skipping = false;
+                self.line.clear();
+                continue;
+            }
+            match read {
                 Ok(0) => {
                     // EOF: rmcp ends the session (QuitReason::Closed). Finish our replies
                     // first (join_next is cancel-safe).
