@@ -531,3 +531,36 @@ fn text_output_is_readable() {
         .success()
         .stdout(predicates::str::contains("sections:  1"));
 }
+
+#[test]
+fn jsonl_batches_stay_under_the_daemon_message_limit() {
+    // 30 images of ~2 MB (base64 ~2.7 MB each, 80 MB in all) would not fit one 64 MiB daemon
+    // message; images keep the test fast (no text analysis).
+    use base64::Engine;
+    let db = TestDb::new();
+    let mut input = String::new();
+    for i in 0..30u8 {
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        png.extend(std::iter::repeat_n(i, 2_000_000));
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&png);
+        input.push_str(
+            &serde_json::json!({"content": b64, "type": "image/png", "title": format!("img {i}")})
+                .to_string(),
+        );
+        input.push('\n');
+    }
+    let out = db
+        .cmd()
+        .args(["learn", "--jsonl", "--format", "json"])
+        .write_stdin(input)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        stdout.lines().next().unwrap_or("")
+    );
+    assert_eq!(stdout.lines().count(), 30);
+    assert_eq!(db.status()["sections"], 30);
+}

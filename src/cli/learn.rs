@@ -15,6 +15,8 @@ use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
 
 /// Most lines grouped into one transaction by `--jsonl`.
 const JSONL_BATCH: usize = 1024;
+/// Most bytes of lines grouped into one batch (a batch is one daemon message, at most 64 MiB).
+const JSONL_BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 pub fn run(db: &Path, format: Format, embedded: bool, args: LearnArgs) -> Result<i32, KbError> {
     let kb = open_creating(db, embedded)?;
@@ -188,10 +190,16 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
     });
     let mut failed = 0usize;
     while let Ok(first) = rx.recv() {
+        let line_len =
+            |item: &(usize, std::io::Result<String>)| item.1.as_ref().map_or(0, |l| l.len());
+        let mut bytes = line_len(&first);
         let mut batch = vec![first];
-        while batch.len() < JSONL_BATCH {
+        while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(item) => batch.push(item),
+                Ok(item) => {
+                    bytes += line_len(&item);
+                    batch.push(item);
+                }
                 Err(_) => break,
             }
         }
