@@ -272,6 +272,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 near_duplicates = find_near_duplicates(t, &p, &mine, &keys)?;
                 t.minhash_sigs
                     .insert(p.kbid.as_str(), near_dup::encode_keys(&keys).as_slice())?;
+                t.pending_bands.add(&p.kbid, &keys);
                 t.band_changes
                     .push(near_dup::BandChange::Add(p.kbid.clone(), keys));
             }
@@ -361,13 +362,10 @@ fn find_near_duplicates(
         }
     }
     // Sections added earlier in this same transaction are not in the index yet.
-    for c in &t.band_changes {
-        if let near_dup::BandChange::Add(kbid, theirs) = c
-            && *kbid != p.kbid
-        {
-            let n = keys.iter().zip(theirs).filter(|(a, b)| a == b).count() as u32;
-            if n > 0 {
-                *shared.entry(kbid.clone()).or_default() += n;
+    for k in keys {
+        for kbid in t.pending_bands.band(*k) {
+            if *kbid != p.kbid {
+                *shared.entry(kbid.clone()).or_default() += 1;
             }
         }
     }

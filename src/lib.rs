@@ -1084,6 +1084,33 @@ mod tests {
     }
 
     #[test]
+    fn near_duplicates_are_found_within_one_batch_and_across_batches() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+        let r = kb
+            .learn_many(vec![
+                LearnRequest::text(base),
+                LearnRequest::text(format!("{base}!")),
+            ])
+            .unwrap();
+        let first = r[0].as_ref().unwrap().kbid.clone();
+        let second = r[1].as_ref().unwrap();
+        assert_eq!(second.near_duplicates[0].kbid, first, "same batch");
+        // A later batch sees both through the in-memory band index, and after a reopen.
+        drop(kb);
+        let kb = Kb::open(tmp.path()).unwrap();
+        let r = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+        assert_eq!(r.near_duplicates.len(), 2);
+        kb.unlearn(&first).unwrap();
+        let r = kb.learn(LearnRequest::text(format!("{base}."))).unwrap();
+        assert!(
+            r.near_duplicates.iter().all(|n| n.kbid != first),
+            "an unlearned section is no longer a candidate"
+        );
+    }
+
+    #[test]
     fn search_rejects_an_unknown_mode_naming_the_field() {
         let tmp = tempfile::tempdir().unwrap();
         let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();

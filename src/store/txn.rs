@@ -24,6 +24,8 @@ pub struct WriteTables<'t> {
     pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
     /// Band index changes of this transaction, applied to the index once it commits.
     pub band_changes: Vec<crate::index::near_dup::BandChange>,
+    /// The sections added by this transaction, by band (lookups within a batch).
+    pub pending_bands: crate::index::near_dup::BandIndex,
     pub refs_out: Table<'t, (&'static str, u32), &'static [u8]>,
     pub refs_in: MultimapTable<'t, &'static str, &'static str>,
     next_seq: u64,
@@ -50,6 +52,7 @@ impl<'t> WriteTables<'t> {
             minhash_sigs: txn.open_table(MINHASH_SIGS)?,
             band_index: None,
             band_changes: Vec::new(),
+            pending_bands: Default::default(),
             refs_out: txn.open_table(REFS_OUT)?,
             refs_in: txn.open_multimap_table(REFS_IN)?,
             next_seq,
