@@ -26,6 +26,12 @@ pub(crate) struct Prepared {
     source_key: Option<String>,
     warnings: Vec<String>,
     terms_count: u64,
+    /// Hex SHA-256 of `bytes`.
+    checksum: String,
+    /// Shingles and LSH band keys (text types), reference markers: computed here, outside the
+    /// write transaction (the daemon prepares on each client's thread, in parallel).
+    bands: Option<(shingles::ShingleSet, [u64; near_dup::BANDS])>,
+    markers: Vec<crate::text::markers::Marker>,
     /// Append to the docid's manifest (false when the caller sets the whole manifest itself,
     /// as `learn_document` does).
     pub(crate) attach: bool,
@@ -116,8 +122,14 @@ pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
             .as_ref()
             .map(|t| format!("{}#{}", req.docid.as_deref().unwrap_or(""), t))
     });
+    let digest = kbid::sha256(&bytes);
+    let bands = shingles_and_bands(&section_type, &bytes);
+    let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
     Ok(Prepared {
-        kbid: kbid::kbid_of(&bytes),
+        kbid: kbid::encode_kbid(&digest),
+        checksum: kbid::hex(&digest),
+        bands,
+        markers,
         section_type,
         bytes,
         title,
@@ -268,8 +280,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         None => {
             indexed_terms_count = p.terms_count;
             created_at = t.now().to_string();
-            if let Some((mine, keys)) = shingles_and_bands(&p.section_type, &p.bytes) {
-                near_duplicates = find_near_duplicates(t, &p, &mine, &keys)?;
+            if let Some((mine, keys)) = &p.bands {
+                let keys = *keys;
+                near_duplicates = find_near_duplicates(t, &p, mine, &keys)?;
                 t.minhash_sigs
                     .insert(p.kbid.as_str(), near_dup::encode_keys(&keys).as_slice())?;
                 t.pending_bands.add(&p.kbid, &keys);
@@ -284,7 +297,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 source_key: p.source_key.clone(),
                 created_at: created_at.clone(),
                 updated_at: created_at.clone(),
-                checksum: kbid::hex(&kbid::sha256(&p.bytes)),
+                checksum: p.checksum.clone(),
                 size: p.bytes.len() as u64,
                 standalone: p.docid.is_none(),
                 terms_count: p.terms_count,
@@ -297,9 +310,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             if let Some(k) = &p.source_key {
                 t.source_keys.insert(k.as_str(), p.kbid.as_str())?;
             }
-            let markers =
-                crate::references::markers_of(&p.section_type, &p.bytes, p.docid.as_deref());
-            crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, &p.kbid, &markers)?;
+            crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, &p.kbid, &p.markers)?;
             t.log(ChangeKind::SectionAdded, &p.kbid)?;
             if let Some(docid) = p.docid.as_ref().filter(|_| p.attach) {
                 append_to_document(t, docid, &p.kbid)?;

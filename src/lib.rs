@@ -39,6 +39,9 @@ pub use writes::{WriteOp, WriteOutcome};
 use index::lexical::LexicalIndex;
 use store::txn::{ReadTables, WriteTables};
 
+/// A write validated and pre-computed outside the transaction (`Kb::prepare_write`).
+pub struct PreparedWrite(writes::PreparedOp);
+
 /// A knowledge base: one database folder, opened by exactly one process.
 pub struct Kb {
     db: Database,
@@ -149,7 +152,6 @@ impl Kb {
     /// later (the daemon does it on another thread, off the acknowledgement path). Searches
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-        let start = Instant::now();
         if ops.len() > self.config.limits.max_batch {
             return Err(KbError::invalid(
                 "batch",
@@ -160,10 +162,34 @@ impl Kb {
                 ),
             ));
         }
-        let prepared: Vec<Result<writes::PreparedOp>> = ops
-            .into_iter()
-            .map(|op| writes::prepare(op, &self.config.limits))
-            .collect();
+        let prepared = ops.into_iter().map(|op| self.prepare_write(op)).collect();
+        self.write_prepared_unindexed(prepared)
+    }
+
+    /// Validate a write and compute what does not need the store (hashes, shingles, reference
+    /// markers), outside any transaction: the daemon does this on each client's thread, so the
+    /// single writer only applies.
+    pub fn prepare_write(&self, op: WriteOp) -> Result<PreparedWrite> {
+        writes::prepare(op, &self.config.limits).map(PreparedWrite)
+    }
+
+    /// Apply prepared writes in one durable transaction (see `write_group`); the lexical index
+    /// is left to `index_pending`.
+    pub fn write_prepared_unindexed(
+        &self,
+        prepared: Vec<Result<PreparedWrite>>,
+    ) -> Result<Vec<Result<WriteOutcome>>> {
+        let start = Instant::now();
+        if prepared.len() > self.config.limits.max_batch {
+            return Err(KbError::invalid(
+                "batch",
+                format!(
+                    "has {} writes; the limit is {} (limits.max_batch)",
+                    prepared.len(),
+                    self.config.limits.max_batch
+                ),
+            ));
+        }
         if prepared.iter().all(|p| p.is_err()) {
             return Ok(prepared
                 .into_iter()
@@ -179,7 +205,7 @@ impl Kb {
             t.band_index = bands.as_ref();
             for p in prepared {
                 out.push(match p {
-                    Ok(p) => Ok(writes::apply(&mut t, p)?),
+                    Ok(PreparedWrite(p)) => Ok(writes::apply(&mut t, p)?),
                     Err(e) => Err(e),
                 });
             }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::methods::{self, CallError};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
 use crate::error::{KbError, Result};
-use crate::{Kb, WriteOp, WriteOutcome};
+use crate::{Kb, WriteOutcome};
 
 /// JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
@@ -60,7 +60,8 @@ pub fn build_id() -> String {
 }
 
 struct Job {
-    ops: Vec<WriteOp>,
+    /// Validated and pre-computed on the client's connection thread (in parallel).
+    ops: Vec<Result<crate::PreparedWrite>>,
     reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, String>>,
 }
 
@@ -290,9 +291,10 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
             jobs.push(j);
         }
         let counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
-        let ops: Vec<WriteOp> = jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
+        let ops: Vec<Result<crate::PreparedWrite>> =
+            jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
         tracing::debug!(writes = ops.len(), clients = jobs.len(), "group commit");
-        match state.kb.write_group_unindexed(ops) {
+        match state.kb.write_prepared_unindexed(ops) {
             Ok(results) => {
                 let mut results = results.into_iter();
                 for (job, count) in jobs.into_iter().zip(counts) {
@@ -426,7 +428,20 @@ fn dispatch(
             Ok(json!({"subscribed": true}))
         }
         m if methods::WRITE_METHODS.contains(&m) => {
-            let ops = methods::write_ops(m, params)?;
+            let ops: Vec<Result<crate::PreparedWrite>> = methods::write_ops(m, params)?
+                .into_iter()
+                .map(|op| state.kb.prepare_write(op))
+                .collect();
+            if ops.len() > state.kb.config().limits.max_batch {
+                return Err(CallError::Kb(KbError::invalid(
+                    "batch",
+                    format!(
+                        "has {} writes; the limit is {} (limits.max_batch)",
+                        ops.len(),
+                        state.kb.config().limits.max_batch
+                    ),
+                )));
+            }
             let (reply, answer) = mpsc::channel();
             let sent = state
                 .jobs
