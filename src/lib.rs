@@ -152,18 +152,23 @@ impl Kb {
     /// later (the daemon does it on another thread, off the acknowledgement path). Searches
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-        if ops.len() > self.config.limits.max_batch {
+        self.check_batch(ops.len())?;
+        let prepared = ops.into_iter().map(|op| self.prepare_write(op)).collect();
+        self.write_prepared_unindexed(prepared)
+    }
+
+    /// The batch limit of one write group (`limits.max_batch`).
+    pub fn check_batch(&self, writes: usize) -> Result<()> {
+        if writes > self.config.limits.max_batch {
             return Err(KbError::invalid(
                 "batch",
                 format!(
-                    "has {} writes; the limit is {} (limits.max_batch)",
-                    ops.len(),
+                    "has {writes} writes; the limit is {} (limits.max_batch)",
                     self.config.limits.max_batch
                 ),
             ));
         }
-        let prepared = ops.into_iter().map(|op| self.prepare_write(op)).collect();
-        self.write_prepared_unindexed(prepared)
+        Ok(())
     }
 
     /// Validate a write and compute what does not need the store (hashes, shingles, reference
@@ -180,16 +185,7 @@ impl Kb {
         prepared: Vec<Result<PreparedWrite>>,
     ) -> Result<Vec<Result<WriteOutcome>>> {
         let start = Instant::now();
-        if prepared.len() > self.config.limits.max_batch {
-            return Err(KbError::invalid(
-                "batch",
-                format!(
-                    "has {} writes; the limit is {} (limits.max_batch)",
-                    prepared.len(),
-                    self.config.limits.max_batch
-                ),
-            ));
-        }
+        self.check_batch(prepared.len())?;
         if prepared.iter().all(|p| p.is_err()) {
             return Ok(prepared
                 .into_iter()
@@ -377,6 +373,22 @@ impl Kb {
                 sections: doc.kbids.len(),
                 updated_at: doc.updated_at,
             });
+        }
+        Ok(out)
+    }
+
+    /// The first `limit` kbids starting with `prefix`, in order (completion of `kbdb://`
+    /// section URIs).
+    pub fn kbids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let mut out = Vec::new();
+        for row in redb::ReadableTable::range(&t.sections, prefix..)? {
+            let (k, _) = row?;
+            if !k.value().starts_with(prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(k.value().to_string());
         }
         Ok(out)
     }

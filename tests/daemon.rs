@@ -44,6 +44,15 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Wait (at most 10 s) for `pid` to be gone, and say so.
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!alive(pid), "process {pid} is still running");
+}
+
 /// The processes running `kbdb … daemon` for this database.
 fn daemons_of(db: &TestDb) -> Vec<u32> {
     let dir = db.dir.to_str().unwrap().to_string();
@@ -176,12 +185,7 @@ fn hammer(
         let pid = daemon_pid(db).expect("a daemon runs");
         // SAFETY: sending SIGKILL to the daemon this test started.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        assert!(
-            !daemons_of(db).contains(&pid) || {
-                std::thread::sleep(Duration::from_millis(200));
-                !alive(pid)
-            }
-        );
+        wait_gone(pid);
     }
     std::thread::sleep(Duration::from_secs(secs).saturating_sub(start.elapsed()));
     stop.store(true, Ordering::Relaxed);
@@ -259,9 +263,7 @@ fn a_stale_socket_is_replaced() {
     let pid = daemon_pid(&db).unwrap();
     // SAFETY: killing the daemon this test started.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    while alive(pid) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_gone(pid);
     assert!(
         socket_path(&db).exists(),
         "SIGKILL leaves the socket file behind"
@@ -334,11 +336,7 @@ fn an_idle_daemon_exits() {
         .assert()
         .success();
     let pid = daemons_of(&db)[0];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!alive(pid), "the daemon outlived its idle timeout");
+    wait_gone(pid);
     assert!(!socket_path_exists(&db));
 }
 
@@ -455,11 +453,7 @@ fn sigterm_stops_the_daemon_gracefully_and_embedded_mode_is_refused_while_it_run
     let pid = daemon_pid(&db).unwrap();
     // SAFETY: SIGTERM to the daemon this test started.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!alive(pid));
+    wait_gone(pid);
     assert!(
         !socket_path_exists(&db),
         "a graceful stop removes its socket"

@@ -371,6 +371,17 @@ fn export_refuses_unsafe_targets() {
     );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 
+    let file = db.tmp.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let (code, v) = run_json(&db, &["export", file.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a folder")
+    );
+
     let (code, _) = run_json(&db, &["export", db.dir.to_str().unwrap(), "--force"]);
     assert_eq!(code, 3, "the database folder itself is never a target");
     assert!(db.dir.join("kbdb.redb").exists());
@@ -731,4 +742,34 @@ fn export_can_be_confined_to_a_folder() {
         ..Default::default()
     })
     .unwrap();
+}
+
+#[test]
+fn import_of_a_folder_that_is_not_a_layout_is_refused_and_writes_nothing() {
+    let db = TestDb::new();
+    let empty = db.tmp.path().join("not-a-layout");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, v) = run_json(&db, &["import", empty.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert_eq!(v["error"]["code"], "bad_import");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("catalog.toml")
+    );
+    std::fs::write(
+        empty.join("catalog.toml"),
+        "[catalog]\nformat_version = 9\nkbdb_version = \"9\"\nschema_version = 9\nexported_at = \"x\"\nsections = 0\ndocuments = 0\n",
+    )
+    .unwrap();
+    let (code, v) = run_json(&db, &["import", empty.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("format_version 9")
+    );
+    assert_eq!(db.status()["sections"], 0);
 }

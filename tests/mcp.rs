@@ -432,6 +432,22 @@ fn prompts_completion_and_logging() {
         json!({"ref": {"type": "ref/resource", "uri": "kbdb://document/{docid}"}, "argument": {"name": "docid", "value": "sp"}}),
     );
     assert_eq!(c["result"]["completion"]["values"], json!(["specs/api"]));
+    // Section URIs by kbid prefix.
+    let kbid = m.tool_ok("skill-get", json!({"name": "summarize-document"}))["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = m.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "kbdb://section/{kbid}"}, "argument": {"name": "kbid", "value": &kbid[..6]}}),
+    );
+    assert!(
+        c["result"]["completion"]["values"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(kbid)),
+        "{c}"
+    );
     // Prompt names (for a reference that is not a prompt yet) and argument names.
     let c = m.request(
         "completion/complete",

@@ -51,6 +51,7 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
     "agent_get",
     "changes_since",
     "retrieve_many",
+    "kbids_with_prefix",
 ];
 
 /// Methods that may run long; clients wait for them without a timeout.
@@ -272,6 +273,10 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             let removed = kb.agent_delete(&docid)?;
             to_value(json!({"docid": docid, "removed": removed}))
         }
+        "kbids_with_prefix" => {
+            let p: PrefixParams = params(p)?;
+            to_value(kb.kbids_with_prefix(&p.prefix, p.limit.unwrap_or(100).min(1000))?)
+        }
         "changes_since" => to_value(kb.changes_since(params::<SeqParam>(p)?.seq)?),
         other => Err(CallError::UnknownMethod(other.to_string())),
     }
@@ -294,6 +299,13 @@ struct NameOrKbid {
 #[serde(deny_unknown_fields)]
 struct DocidParam {
     docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrefixParams {
+    prefix: String,
+    limit: Option<usize>,
 }
 
 #[derive(Deserialize)]

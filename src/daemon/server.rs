@@ -428,20 +428,13 @@ fn dispatch(
             Ok(json!({"subscribed": true}))
         }
         m if methods::WRITE_METHODS.contains(&m) => {
-            let ops: Vec<Result<crate::PreparedWrite>> = methods::write_ops(m, params)?
+            let ops = methods::write_ops(m, params)?;
+            state.kb.check_batch(ops.len())?;
+            // Prepared here, on the client's thread, so the single writer only applies.
+            let ops: Vec<Result<crate::PreparedWrite>> = ops
                 .into_iter()
                 .map(|op| state.kb.prepare_write(op))
                 .collect();
-            if ops.len() > state.kb.config().limits.max_batch {
-                return Err(CallError::Kb(KbError::invalid(
-                    "batch",
-                    format!(
-                        "has {} writes; the limit is {} (limits.max_batch)",
-                        ops.len(),
-                        state.kb.config().limits.max_batch
-                    ),
-                )));
-            }
             let (reply, answer) = mpsc::channel();
             let sent = state
                 .jobs

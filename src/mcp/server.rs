@@ -90,18 +90,8 @@ impl Kbdb {
             "search" => "search",
             "learn" => "learn",
             "unlearn" => "unlearn",
-            "retrieve" => {
-                if !args.contains_key("kbid") && !args.contains_key("docid") {
-                    return Err("Provide kbid or docid".into());
-                }
-                "retrieve"
-            }
-            "recall" => {
-                if !args.contains_key("kbid") && !args.contains_key("kbids") {
-                    return Err("Provide kbid or kbids".into());
-                }
-                "recall"
-            }
+            "retrieve" => "retrieve",
+            "recall" => "recall",
             "content" => "content",
             "status" => "status",
             "check" => "check",
@@ -127,18 +117,13 @@ impl Kbdb {
             }
             "skill-learn" => "skill_learn",
             "skill-list" => "skill_list",
-            "skill-get" => {
-                if !args.contains_key("kbid") && !args.contains_key("name") {
-                    return Err("Provide name or kbid".into());
-                }
-                "skill_get"
-            }
+            "skill-get" => "skill_get",
             "skill-delete" => "skill_delete",
             "agent-create" => "agent_create",
             "agent-list" => "agent_list",
             "agent-get" => "agent_get",
             "agent-delete" => "agent_delete",
-            _ => unreachable!("checked by the caller"),
+            other => return Err(format!("Unknown tool: {other}")),
         };
         Ok((method, Value::Object(args)))
     }
@@ -587,27 +572,9 @@ impl ServerHandler for Kbdb {
                         .filter(|d| d.starts_with(&prefix))
                         .collect()
                 } else {
-                    // kbids by prefix: the search index knows them only by content, so offer the
-                    // kbids of documents' sections.
-                    let docs: Vec<crate::DocumentSummary> =
-                        self.call_as("docs", json!({})).await.unwrap_or_default();
-                    let mut out = Vec::new();
-                    for d in docs.into_iter().take(200) {
-                        if let Ok(v) = self.call("retrieve", json!({"docid": d.docid})).await
-                            && let Some(k) = v["kbids"].as_array()
-                        {
-                            out.extend(
-                                k.iter()
-                                    .filter_map(|x| x.as_str())
-                                    .filter(|x| x.starts_with(&prefix))
-                                    .map(String::from),
-                            );
-                        }
-                        if out.len() >= 100 {
-                            break;
-                        }
-                    }
-                    out
+                    self.call_as("kbids_with_prefix", json!({"prefix": prefix, "limit": 100}))
+                        .await
+                        .unwrap_or_default()
                 }
             }
             _ => Vec::new(),
