@@ -452,6 +452,47 @@ impl Kb {
         Ok(())
     }
 
+    /// Remove a section like `unlearn`, except that the documents `keep` selects go on
+    /// listing it (a dangling entry, as agents keep a deleted skill). One transaction.
+    pub(crate) fn remove_section_keeping(
+        &self,
+        kbid: &str,
+        keep: impl Fn(&model::records::DocumentRecord) -> bool,
+    ) -> Result<bool> {
+        model::kbid::validate_kbid("kbid", kbid)?;
+        let mut bands = self.bands_lock()?;
+        let txn = self.begin_write()?;
+        let (removed, changes) = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let mut kept = Vec::new();
+            for docid in t.docs_of(kbid)? {
+                if let Some(doc) = t.document(&docid)?
+                    && keep(&doc)
+                {
+                    kept.push((docid, doc));
+                }
+            }
+            let removed = unlearn::remove_section(&mut t, kbid)?;
+            for (docid, doc) in kept {
+                let kbids = doc.kbids.clone();
+                learn::set_manifest(&mut t, &docid, kbids, |d| *d = doc)?;
+            }
+            t.flush()?;
+            (removed, std::mem::take(&mut t.band_changes))
+        };
+        if !removed {
+            txn.abort()?;
+            return Ok(false);
+        }
+        txn.commit()?;
+        if let Some(b) = bands.as_mut() {
+            b.apply(&changes);
+        }
+        drop(bands);
+        self.index_committed_changes();
+        Ok(true)
+    }
+
     /// Remove a document (its manifest and memberships); its sections stay — those no other
     /// document holds and not learned on their own become collectable by `gc`.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {

@@ -374,17 +374,7 @@ impl crate::Kb {
         if self.skill_by_kbid(kbid)?.is_none() {
             return Err(KbError::NotFound(format!("Skill not found: {kbid}")));
         }
-        let mut agents = Vec::new();
-        for a in self.agent_list()? {
-            let (doc, kbids) = self.document_record(&a.docid)?;
-            if kbids.iter().any(|k| k == kbid) {
-                agents.push((a.docid, doc));
-            }
-        }
-        let removed = self.unlearn(kbid)?.removed;
-        for (docid, doc) in agents {
-            self.set_document(&docid, doc.kbids, doc.title, AGENT_TYPE, doc.metadata)?;
-        }
+        let removed = self.remove_section_keeping(kbid, |doc| doc.doc_type == AGENT_TYPE)?;
         Ok(removed)
     }
 
