@@ -16,6 +16,66 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub embedding: EmbeddingConfig,
+}
+
+/// Which embedding provider computes section vectors (`[embedding]`, hybrid-search spec).
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    /// No vectors; `vector`/`hybrid` searches fail with EMBEDDING_PROVIDER_NOT_CONFIGURED.
+    #[default]
+    None,
+    /// Local inference with ONNX Runtime (`model_path`, `runtime_library`).
+    Onnx,
+    /// An OpenAI-compatible `POST {api_url}/embeddings` endpoint.
+    Api,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbeddingConfig {
+    pub provider: ProviderKind,
+    /// Model name: recorded with every vector, compared for stale detection, sent to the API.
+    pub model: String,
+    /// Vector length the provider must return.
+    pub dimensions: usize,
+    /// The RRF constant k.
+    pub rrf_k: u32,
+    /// API provider: base URL (`…/v1`); requests go to `{api_url}/embeddings`.
+    pub api_url: String,
+    /// API provider: name of the environment variable holding the API key (may be unset for
+    /// endpoints without authentication).
+    pub api_key_env: String,
+    /// API provider: seconds before one HTTP request is abandoned.
+    pub api_timeout_secs: u64,
+    /// API provider: retries after a 429 or 5xx answer or a connection failure.
+    pub api_max_retries: u32,
+    /// Most texts sent to the provider in one call.
+    pub batch_size: usize,
+    /// ONNX provider: folder holding `model.onnx` and `tokenizer.json`.
+    pub model_path: String,
+    /// ONNX provider: path of the ONNX Runtime shared library (`ORT_DYLIB_PATH` also works).
+    pub runtime_library: String,
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        EmbeddingConfig {
+            provider: ProviderKind::None,
+            model: "all-MiniLM-L6-v2".into(),
+            dimensions: 384,
+            rrf_k: 60,
+            api_url: String::new(),
+            api_key_env: "KBDB_API_KEY".into(),
+            api_timeout_secs: 30,
+            api_max_retries: 3,
+            batch_size: 64,
+            model_path: String::new(),
+            runtime_library: String::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -109,6 +169,25 @@ impl Config {
         }
         if self.daemon.request_timeout_secs == 0 {
             return err("daemon.request_timeout_secs must be at least 1");
+        }
+        let e = &self.embedding;
+        if e.dimensions == 0 || e.dimensions > u16::MAX as usize {
+            return err("embedding.dimensions must be between 1 and 65535");
+        }
+        if e.rrf_k == 0 {
+            return err("embedding.rrf_k must be at least 1");
+        }
+        if e.batch_size == 0 || e.batch_size > 2048 {
+            return err("embedding.batch_size must be between 1 and 2048");
+        }
+        if e.api_timeout_secs == 0 {
+            return err("embedding.api_timeout_secs must be at least 1");
+        }
+        if e.model.trim().is_empty() {
+            return err("embedding.model must not be empty");
+        }
+        if e.provider == ProviderKind::Api && e.api_url.trim().is_empty() {
+            return err("embedding.api_url must be set when embedding.provider = \"api\"");
         }
         Ok(())
     }

@@ -7,6 +7,7 @@
 mod compose;
 pub mod config;
 pub mod daemon;
+pub mod embedding;
 pub mod error;
 pub mod index;
 mod learn;
