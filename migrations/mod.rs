@@ -8,6 +8,7 @@ mod m0002_synonyms;
 mod m0003_minhash_oph;
 mod m0004_references;
 mod m0005_minhash_sigs;
+mod m0006_vectors;
 
 use redb::WriteTransaction;
 
@@ -44,5 +45,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "minhash_sigs",
         apply: m0005_minhash_sigs::apply,
+    },
+    Migration {
+        version: 6,
+        name: "vectors",
+        apply: m0006_vectors::apply,
     },
 ];

@@ -69,6 +69,10 @@ pub enum KbError {
     #[error("Vector search requires a configured embedding provider")]
     EmbeddingNotConfigured,
 
+    /// The embedding provider failed or is not available (missing model, runtime, API…).
+    #[error("{0}")]
+    Embedding(String),
+
     /// The daemon could not be reached, started or understood.
     #[error("{0}")]
     Daemon(String),
@@ -88,6 +92,7 @@ impl KbError {
             KbError::Remote { code, .. } => code,
             KbError::Daemon(_) => "daemon",
             KbError::EmbeddingNotConfigured => "EMBEDDING_PROVIDER_NOT_CONFIGURED",
+            KbError::Embedding(_) => "embedding_failed",
             KbError::InvalidInput { .. } => "invalid_input",
             KbError::NotFound(_) => "not_found",
             KbError::NotInitialized(_) => "not_initialized",

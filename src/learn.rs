@@ -351,6 +351,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         warnings,
         near_duplicates,
         created_at,
+        vector_embedding_failed: false,
     })
 }
 

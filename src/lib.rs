@@ -21,6 +21,7 @@ pub mod skills;
 pub mod store;
 pub mod text;
 mod unlearn;
+pub mod vectors;
 pub mod writes;
 
 use std::path::{Path, PathBuf};
@@ -54,6 +55,8 @@ pub struct Kb {
     /// paths that change bands lock it before starting their transaction (never the other way
     /// round) and apply their changes after the commit.
     bands: Mutex<Option<index::near_dup::BandIndex>>,
+    /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
+    vectors: vectors::engine::VectorEngine,
 }
 
 impl Kb {
@@ -104,6 +107,7 @@ impl Kb {
                 config,
                 lexical,
                 bands: Mutex::new(None),
+                vectors: Default::default(),
             },
             !existed,
         ))
@@ -144,8 +148,11 @@ impl Kb {
     /// own result: invalid ones fail alone and change nothing; a storage failure fails the
     /// whole group (nothing of it is written).
     pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-        let r = self.write_group_unindexed(ops);
+        let mut r = self.write_group_unindexed(ops);
         self.index_committed_changes();
+        if let Ok(out) = r.as_mut() {
+            self.embed_after_write(out);
+        }
         r
     }
 
@@ -221,6 +228,7 @@ impl Kb {
         for r in out.iter_mut().flatten() {
             r.set_elapsed(elapsed);
         }
+        self.flag_embedding_state(&mut out);
         Ok(out)
     }
 
@@ -585,11 +593,17 @@ impl Kb {
             index_bytes: folder_bytes(&index_path),
             index_applied_seq,
             index_pending_changes: last_change_seq.saturating_sub(index_applied_seq),
+            vectors: self.vector_status()?,
         })
     }
 
-    /// Search the knowledge base (lexical BM25F; see docs/search.md).
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
+    /// The lexical search, fused with `vector` hits when given; `retrieval` is what was asked.
+    fn search_lexical(
+        &self,
+        req: &SearchRequest,
+        vector: Option<&search::VectorHits>,
+        retrieval: search::Retrieval,
+    ) -> Result<SearchResponse> {
         let (searcher, fields) = {
             let mut lex = self.lexical()?;
             lex.catch_up(&self.db)?;
@@ -599,7 +613,15 @@ impl Kb {
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let syn = store::synonyms::Reader::open(&txn)?;
-        search::run(req, &searcher, &fields, &t, &|w| syn.get(w))
+        let mut r = search::run(req, &searcher, &fields, &t, &|w| syn.get(w), vector)?;
+        r.search_mode = retrieval.as_str().to_string();
+        r.retrieval_method = match vector {
+            Some(v) if v.only => "vector",
+            Some(_) => "hybrid",
+            None => "lexical",
+        }
+        .to_string();
+        Ok(r)
     }
 
     /// Commit the lexical index now (learn leaves index commits to the next search, so bulk
@@ -618,10 +640,13 @@ impl Kb {
     pub fn rebuild_with_progress(&self, progress: &dyn Fn(u64, u64)) -> Result<RebuildResult> {
         let start = Instant::now();
         let (sections, terms) = self.lexical()?.rebuild(&self.db, progress)?;
+        let vectors = self.rebuild_vectors(progress)?;
         Ok(RebuildResult {
             sections_reindexed: sections,
             terms_indexed: terms,
             elapsed_ms: elapsed_ms(start),
+            vectors_embedded: vectors.map(|v| v.0),
+            vector_failures: vectors.map(|v| v.1),
         })
     }
 
@@ -946,7 +971,7 @@ impl Drop for Kb {
     }
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 

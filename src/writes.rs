@@ -144,6 +144,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutc
                 changed: change.is_some(),
                 detached: change.unwrap_or_default(),
                 elapsed_ms: 0.0,
+                vector_embedding_failed: false,
             }))
         }
     }
@@ -156,6 +157,15 @@ impl WriteOutcome {
             self,
             WriteOutcome::Unlearned(UnlearnResult { removed: false, .. })
         )
+    }
+
+    /// Mark (or unmark) learned sections as waiting for an embedding that failed.
+    pub(crate) fn set_embedding_failed(&mut self, failed: bool) {
+        match self {
+            WriteOutcome::Learned(r) if !r.skipped => r.vector_embedding_failed = failed,
+            WriteOutcome::Document(r) if r.added > 0 => r.vector_embedding_failed = failed,
+            _ => {}
+        }
     }
 
     pub(crate) fn set_elapsed(&mut self, ms: f64) {

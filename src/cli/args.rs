@@ -347,9 +347,14 @@ pub struct LearnArgs {
 pub struct SearchArgs {
     /// The query: words, \"quoted phrases\", identifiers; any text is accepted
     pub query: String,
-    /// sections (default), documents (grouped per document) or stats (counts)
-    #[arg(long, value_parser = ["sections", "documents", "stats"])]
+    /// sections (default), documents (grouped per document) or stats (counts); or a retrieval
+    /// path: lexical, vector, hybrid (vector and hybrid need an embedding provider)
+    #[arg(long, value_parser = ["sections", "documents", "stats", "lexical", "vector", "hybrid"])]
     pub mode: Option<String>,
+    /// The retrieval path: lexical (default, BM25F), vector (embeddings) or hybrid (both, fused
+    /// by reciprocal rank); must agree with a retrieval path given in --mode
+    #[arg(long, value_parser = ["lexical", "vector", "hybrid"])]
+    pub search_mode: Option<String>,
     /// Results per page (1-100, default 20)
     #[arg(long)]
     pub limit: Option<usize>,

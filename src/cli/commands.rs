@@ -299,6 +299,7 @@ fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
     let req = kbdb::SearchRequest {
         query: a.query,
         mode: a.mode,
+        search_mode: a.search_mode,
         limit: a.limit,
         offset: a.offset,
         content: a.content,

@@ -22,9 +22,8 @@ pub fn exit_code(e: &KbError) -> i32 {
             EXIT_INVALID
         }
         "not_found" => EXIT_NOT_FOUND,
-        "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon" => {
-            EXIT_UNAVAILABLE
-        }
+        "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon"
+        | "embedding_failed" => EXIT_UNAVAILABLE,
         _ => EXIT_INTERNAL,
     }
 }

@@ -186,12 +186,22 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     // The index follows the writer on its own thread: a write is acknowledged once durable,
     // and indexing (which searches would otherwise do themselves) overlaps the next group.
     let (index_tx, index_rx) = mpsc::channel::<()>();
+    // Embeddings follow the lexical index on a third thread (a provider call can take from
+    // milliseconds to seconds); it starts with a round, so sections left pending by a crash are
+    // embedded without waiting for a write.
+    let (embed_tx, embed_rx) = mpsc::channel::<()>();
+    let embedder = kb.embedding_configured().then(|| {
+        let kb = kb.clone();
+        let _ = embed_tx.send(());
+        std::thread::spawn(move || embed_loop(&kb, embed_rx))
+    });
     let indexer = {
         let kb = kb.clone();
         std::thread::spawn(move || {
             while index_rx.recv().is_ok() {
                 while index_rx.try_recv().is_ok() {}
                 kb.index_pending();
+                let _ = embed_tx.send(());
             }
         })
     };
@@ -245,11 +255,41 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     let _ = writer.join();
     let _ = indexer.join();
+    if let Some(e) = embedder {
+        let _ = e.join();
+    }
     if let Err(e) = kb.flush_index() {
         tracing::warn!("index flush at shutdown failed (it is replayed on the next open): {e}");
     }
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// Embed pending sections whenever the indexer signals, retrying a failing provider with
+/// exponential backoff (1 s doubling to 60 s) while sections wait. Ends when the indexer does.
+fn embed_loop(kb: &Kb, signals: mpsc::Receiver<()>) {
+    let mut backoff: Option<Duration> = None;
+    loop {
+        let next = match backoff {
+            None => signals.recv().map_err(|_| ()),
+            Some(d) => match signals.recv_timeout(d) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => Err(()),
+            },
+        };
+        if next.is_err() {
+            return;
+        }
+        while signals.try_recv().is_ok() {}
+        backoff = match kb.embed_pending() {
+            Ok(()) => None,
+            Err(_) => Some(
+                backoff
+                    .map(|d| (d * 2).min(Duration::from_secs(60)))
+                    .unwrap_or(Duration::from_secs(1)),
+            ),
+        };
+    }
 }
 
 /// Block until a connection is waiting or `ms` pass (so accepting costs no polling delay and

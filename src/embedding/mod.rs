@@ -3,6 +3,8 @@
 //! `none` (no vectors), `onnx` (local ONNX Runtime, `onnx.rs`) and `api` (an OpenAI-compatible
 //! HTTP endpoint, `api.rs`). The engine only ever talks to the trait.
 
+pub mod api;
+pub mod onnx;
 use thiserror::Error;
 
 /// Why a provider could not produce vectors. The message is for a person: it says what to do.

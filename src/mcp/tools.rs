@@ -134,8 +134,22 @@ fn search() -> Value {
                                     no items, only counts by type, tag and document and each \
                                     word's document frequency. `lexical` is the default \
                                     retrieval (keyword ranking) with `sections` results; \
-                                    `vector` and `hybrid` need an embedding provider configured \
-                                    for the database and are an error otherwise."
+                                    `vector` (meaning, by embedding similarity) and `hybrid` \
+                                    (keywords and meaning fused by reciprocal rank) need an \
+                                    embedding provider configured for the database \
+                                    (EMBEDDING_PROVIDER_NOT_CONFIGURED otherwise); they return \
+                                    `sections` results."
+                },
+                "search_mode": {
+                    "type": "string",
+                    "enum": ["lexical", "vector", "hybrid"],
+                    "default": "lexical",
+                    "description": "The retrieval path, stated explicitly (the same values as in \
+                                    `mode`; giving both with different values is an error). \
+                                    `hybrid` finds sections that say the same thing in other \
+                                    words; when the stored vectors are of another model the \
+                                    search answers lexically with `vector_index_stale: true`. \
+                                    `vector` and `hybrid` pages end at offset + limit = 200."
                 },
                 "limit": {
                     "type": "integer",
@@ -842,7 +856,15 @@ mod tests {
         assert_eq!(
             params("search"),
             sorted(&[
-                "query", "mode", "limit", "offset", "content", "tags", "type", "docid"
+                "query",
+                "mode",
+                "search_mode",
+                "limit",
+                "offset",
+                "content",
+                "tags",
+                "type",
+                "docid"
             ])
         );
         assert_eq!(

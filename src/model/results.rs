@@ -32,6 +32,10 @@ pub struct LearnResult {
     pub warnings: Vec<String>,
     pub near_duplicates: Vec<NearDuplicate>,
     pub created_at: String,
+    /// The embedding provider failed (or is failing) for this section: it is searchable
+    /// lexically and waits for its embedding (hybrid-search spec). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vector_embedding_failed: bool,
 }
 
 /// `{ removed, elapsed_ms }` of `unlearn`.
@@ -113,6 +117,36 @@ pub struct Status {
     /// next search (or open).
     pub index_applied_seq: u64,
     pub index_pending_changes: u64,
+    /// Embeddings: provider, model, counts and freshness (docs/vectors.md).
+    pub vectors: VectorStatus,
+}
+
+/// The vector side of `status`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct VectorStatus {
+    /// `none`, `onnx` or `api`.
+    pub provider: String,
+    /// Configured model.
+    pub model: String,
+    /// Model and dimensions of the stored vectors (null: nothing embedded yet).
+    pub stored_model: Option<String>,
+    pub stored_dimensions: Option<usize>,
+    /// Sections with a vector.
+    pub count: u64,
+    /// Section changes the embedder has not applied yet (embeddings pending).
+    pub pending_changes: u64,
+    /// Sections whose embedding failed (retried by `rebuild`).
+    pub failures: u64,
+    /// The stored vectors are of another model (or older than the provider): vector and hybrid
+    /// searches fall back to lexical until `kbdb rebuild`.
+    pub stale: bool,
+    /// When `rebuild` last embedded everything.
+    pub built_at: Option<String>,
+    /// Memory of the loaded vector matrix (0 until the first vector search).
+    pub memory_bytes: u64,
+    /// The last embedding error, while the provider keeps failing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
 }
 
 /// One section of a document learned from markdown.
@@ -136,6 +170,9 @@ pub struct DocumentLearnResult {
     /// Sections that were in the document before and are not any more (collectable by gc
     /// unless they belong elsewhere).
     pub detached: Vec<String>,
+    /// As in `LearnResult`: the embedding of new sections failed or is failing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vector_embedding_failed: bool,
     /// Whether the document's manifest changed.
     pub changed: bool,
     pub elapsed_ms: f64,
@@ -300,6 +337,12 @@ pub struct RebuildResult {
     /// Terms of the reindexed text (the sum of each section's distinct terms).
     pub terms_indexed: u64,
     pub elapsed_ms: f64,
+    /// Sections embedded again (absent without an embedding provider).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vectors_embedded: Option<u64>,
+    /// Sections whose embedding failed during the rebuild (recorded; see `status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_failures: Option<u64>,
 }
 
 /// Result of `export` (compact JSON in the spec).

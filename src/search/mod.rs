@@ -28,14 +28,20 @@ pub const MAX_GROUPED_HITS: usize = 10_000;
 pub const RERANK_WINDOW: usize = 30;
 /// Most matching sections listed per document in `documents` mode.
 pub const SECTIONS_PER_DOCUMENT: usize = 10;
+/// Length of each ranked list fused by RRF (and the deepest page of `vector`/`hybrid`).
+pub const FUSION_DEPTH: usize = 200;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
     pub query: String,
-    /// `sections` (default), `documents` or `stats`.
+    /// `sections` (default), `documents` or `stats` — or a retrieval path (`lexical`,
+    /// `vector`, `hybrid`), which implies `sections` (docs/search.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The retrieval path: `lexical` (default), `vector` or `hybrid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +154,133 @@ pub struct SearchResponse {
     pub hint: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The vector index is of another model: the search fell back to lexical (run `kbdb
+    /// rebuild`). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vector_index_stale: bool,
+}
+
+/// Which ranked lists a search uses (the hybrid-search spec's `search_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retrieval {
+    Lexical,
+    Vector,
+    Hybrid,
+}
+
+impl Retrieval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Retrieval::Lexical => "lexical",
+            Retrieval::Vector => "vector",
+            Retrieval::Hybrid => "hybrid",
+        }
+    }
+
+    fn parse(v: &str) -> Option<Retrieval> {
+        match v {
+            "lexical" => Some(Retrieval::Lexical),
+            "vector" => Some(Retrieval::Vector),
+            "hybrid" => Some(Retrieval::Hybrid),
+            _ => None,
+        }
+    }
+}
+
+/// The retrieval path a request asks for: `search_mode`, or a retrieval value given in
+/// `mode` (the two specs share the name; their values do not overlap). Both set and
+/// different is an error.
+pub fn requested_retrieval(req: &SearchRequest) -> Result<Retrieval> {
+    let from_mode = req
+        .mode
+        .as_deref()
+        .map(str::trim)
+        .and_then(Retrieval::parse);
+    let explicit = match req.search_mode.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(v) => Some(Retrieval::parse(v).ok_or_else(|| {
+            KbError::invalid(
+                "search_mode",
+                format!(
+                    "'{}' is not one of lexical, vector, hybrid",
+                    crate::text::preview(v, 30)
+                ),
+            )
+        })?),
+    };
+    match (from_mode, explicit) {
+        (Some(a), Some(b)) if a != b => Err(KbError::invalid(
+            "search_mode",
+            format!(
+                "is '{}' but mode is '{}': set the retrieval path once (search_mode), or make them agree",
+                b.as_str(),
+                a.as_str()
+            ),
+        )),
+        (a, b) => Ok(b.or(a).unwrap_or(Retrieval::Lexical)),
+    }
+}
+
+/// The vector side of a `vector` or `hybrid` search: the nearest sections (at most
+/// `FUSION_DEPTH`, filters applied), best first.
+pub(crate) struct VectorHits {
+    pub hits: Vec<(String, f32)>,
+    /// `vector`: these alone; `hybrid`: fused with the lexical list by RRF.
+    pub only: bool,
+    pub rrf_k: u32,
+}
+
+/// The filters of a request, for the vector path (the lexical path filters in the index).
+pub(crate) struct Filters {
+    pub tags: Vec<String>,
+    pub section_type: Option<String>,
+    pub docid: Option<String>,
+}
+
+impl Filters {
+    pub fn of(req: &SearchRequest) -> Result<Filters> {
+        let tags = crate::model::validate::validate_tags(&req.tags)?;
+        let section_type = match &req.section_type {
+            Some(t) => Some(crate::model::section_type::parse_type(Some(t))?.0),
+            None => None,
+        };
+        if let Some(d) = &req.docid {
+            crate::model::validate::validate_docid(d)?;
+        }
+        Ok(Filters {
+            tags,
+            section_type,
+            docid: req.docid.clone(),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.section_type.is_none() && self.docid.is_none()
+    }
+
+    /// Whether the section passes (unknown sections do not).
+    pub fn accept(&self, store: &ReadTables, kbid: &str) -> Result<bool> {
+        if self.is_empty() {
+            return Ok(true);
+        }
+        let Some(rec) = store.section(kbid)? else {
+            return Ok(false);
+        };
+        if let Some(t) = &self.section_type
+            && &rec.section_type != t
+        {
+            return Ok(false);
+        }
+        if !self.tags.iter().all(|t| rec.tags.contains(t)) {
+            return Ok(false);
+        }
+        if let Some(d) = &self.docid
+            && !store.docs_of(kbid)?.contains(d)
+        {
+            return Ok(false);
+        }
+        Ok(true)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -164,13 +297,15 @@ pub(crate) fn run(
     fields: &Fields,
     store: &ReadTables,
     user_synonyms: &dyn Fn(&str) -> Vec<String>,
+    vector: Option<&VectorHits>,
 ) -> Result<SearchResponse> {
     let mode = match req.mode.as_deref().map(str::trim) {
-        // `lexical` is the hybrid-search spec's name for this, the default path.
-        None | Some("") | Some("sections") | Some("lexical") => Mode::Sections,
+        // A retrieval path in `mode` (hybrid-search spec) lists sections.
+        None | Some("") | Some("sections") | Some("lexical") | Some("vector") | Some("hybrid") => {
+            Mode::Sections
+        }
         Some("documents") => Mode::Documents,
         Some("stats") => Mode::Stats,
-        Some("vector") | Some("hybrid") => return Err(KbError::EmbeddingNotConfigured),
         Some(other) => {
             return Err(KbError::invalid(
                 "mode",
@@ -198,14 +333,18 @@ pub(crate) fn run(
             ),
         ));
     }
-    let tags = crate::model::validate::validate_tags(&req.tags)?;
-    let section_type = match &req.section_type {
-        Some(t) => Some(crate::model::section_type::parse_type(Some(t))?.0),
-        None => None,
-    };
-    if let Some(d) = &req.docid {
-        crate::model::validate::validate_docid(d)?;
+    if vector.is_some() && mode == Mode::Sections && offset + limit > FUSION_DEPTH {
+        return Err(KbError::invalid(
+            "offset",
+            format!(
+                "offset + limit must not exceed {FUSION_DEPTH} in vector and hybrid searches (got {})",
+                offset + limit
+            ),
+        ));
     }
+    let Filters {
+        tags, section_type, ..
+    } = Filters::of(req)?;
 
     let parsed = query::parse(&req.query, user_synonyms);
     let mut warnings = Vec::new();
@@ -256,6 +395,7 @@ pub(crate) fn run(
     };
 
     let depth = match mode {
+        _ if vector.is_some() => FUSION_DEPTH,
         Mode::Sections if proximity.is_some() => (offset + limit).max(RERANK_WINDOW),
         Mode::Sections => offset + limit,
         _ => MAX_GROUPED_HITS,
@@ -264,7 +404,7 @@ pub(crate) fn run(
     let mut relaxed = false;
     let mut hint = None;
     let (mut hits, mut total) = (Vec::new(), 0usize);
-    if !part_queries.is_empty() {
+    if !part_queries.is_empty() && !vector.is_some_and(|v| v.only) {
         (hits, total) = top_with_ties(searcher, build(true, true).as_ref(), depth)?;
         if total == 0 && part_queries.len() > 1 {
             (hits, total) = top_with_ties(searcher, build(false, true).as_ref(), depth)?;
@@ -276,7 +416,7 @@ pub(crate) fn run(
             }
         }
     }
-    if total == 0 {
+    if total == 0 && vector.is_none() {
         hint = Some(if part_queries.is_empty() {
             "the query has no searchable words".to_string()
         } else {
@@ -328,22 +468,69 @@ pub(crate) fn run(
         keyed[..window].sort_by(order);
     }
     // kbids (from the document store) only for the hits this response shows or groups.
-    let needed = match mode {
-        Mode::Sections => offset..offset + limit,
-        _ => 0..keyed.len(),
+    let kbid_of = |addr: DocAddress| -> Result<String> {
+        let d: TantivyDocument = searcher.doc(addr).map_err(ts)?;
+        Ok(d.get_first(fields.kbid)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string())
     };
-    let mut ranked: Vec<(f32, String, DocAddress)> = Vec::with_capacity(keyed.len());
-    for (i, (score, _, addr)) in keyed.into_iter().enumerate() {
-        let kbid = if needed.contains(&i) {
-            let d: TantivyDocument = searcher.doc(addr).map_err(ts)?;
-            d.get_first(fields.kbid)
-                .and_then(|v| v.as_str())
-                .unwrap_or_default()
-                .to_string()
-        } else {
-            String::new()
+    let mut ranked: Vec<(f32, String, Option<DocAddress>)> = Vec::with_capacity(keyed.len());
+    if let Some(v) = vector {
+        // Reciprocal rank fusion over kbid keys: 1/(k + rank) from each list a section is in.
+        let k = v.rrf_k as f32;
+        // kbid key → (fused score, lexical hit, kbid when the vector list has it)
+        type Fused<'a> = (f32, Option<DocAddress>, Option<&'a str>);
+        let mut fused: std::collections::HashMap<u64, Fused> = std::collections::HashMap::new();
+        if !v.only {
+            for (rank, (_, key, addr)) in keyed.iter().take(FUSION_DEPTH).enumerate() {
+                fused.insert(*key, (1.0 / (k + rank as f32 + 1.0), Some(*addr), None));
+            }
+        }
+        for (rank, (kbid, _)) in v.hits.iter().take(FUSION_DEPTH).enumerate() {
+            let e = fused
+                .entry(crate::index::lexical::kbid_key(kbid))
+                .or_insert((0.0, None, None));
+            e.0 += 1.0 / (k + rank as f32 + 1.0);
+            e.2 = Some(kbid.as_str());
+        }
+        let mut order: Vec<(u64, Fused)> = fused.into_iter().collect();
+        order.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
+        total = order.len();
+        let needed = match mode {
+            Mode::Sections => offset..offset + limit,
+            _ => 0..order.len(),
         };
-        ranked.push((score, kbid, addr));
+        for (i, (_, (score, addr, kbid))) in order.into_iter().enumerate() {
+            let kbid = match (kbid, addr) {
+                (Some(k), _) => k.to_string(),
+                (None, Some(a)) if needed.contains(&i) => kbid_of(a)?,
+                _ => String::new(),
+            };
+            ranked.push((score, kbid, addr));
+        }
+        if total == 0 {
+            hint = Some(if v.only {
+                "no section has an embedding that passes the filters".to_string()
+            } else {
+                "neither the words nor the meaning of the query matched a section".to_string()
+            });
+        } else {
+            hint = None;
+        }
+    } else {
+        let needed = match mode {
+            Mode::Sections => offset..offset + limit,
+            _ => 0..keyed.len(),
+        };
+        for (i, (score, _, addr)) in keyed.into_iter().enumerate() {
+            let kbid = if needed.contains(&i) {
+                kbid_of(addr)?
+            } else {
+                String::new()
+            };
+            ranked.push((score, kbid, Some(addr)));
+        }
     }
 
     // Query terms ordered by rarity (rarest first) for snippet centring.
@@ -364,8 +551,10 @@ pub(crate) fn run(
     rare.sort();
     let snippet_terms: Vec<String> = rare.into_iter().map(|(_, t)| t).collect();
 
-    let addr_of: std::collections::HashMap<&str, DocAddress> =
-        ranked.iter().map(|(_, k, a)| (k.as_str(), *a)).collect();
+    let addr_of: std::collections::HashMap<&str, DocAddress> = ranked
+        .iter()
+        .filter_map(|(_, k, a)| a.map(|a| (k.as_str(), a)))
+        .collect();
     let mut describe = |kbid: &str| -> Result<Option<SearchItem>> {
         let present = Presence {
             searcher,
@@ -486,6 +675,7 @@ pub(crate) fn run(
         stats,
         hint,
         warnings,
+        vector_index_stale: false,
     })
 }
 

@@ -43,3 +43,11 @@ pub const REFS_IN: MultimapTableDefinition<&str, &str> = MultimapTableDefinition
 /// `minhash_sigs`: kbid → its 16 LSH band keys (16 little-endian u64), from which the
 /// near-duplicate band index is built in memory (migration 0005).
 pub const MINHASH_SIGS: TableDefinition<&str, &[u8]> = TableDefinition::new("minhash_sigs");
+/// `vectors`: kbid → the section's embedding, `dimensions` × f32 little-endian (derived from the
+/// section text by the configured embedding provider; docs/vectors.md).
+pub const VECTORS: TableDefinition<&str, &[u8]> = TableDefinition::new("vectors");
+/// `vector_state`: the vectors' model name, dimensions, build time and the change sequence the
+/// embedder has applied (`model`, `dimensions`, `built_at`, `applied_seq`).
+pub const VECTOR_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("vector_state");
+/// `vector_failures`: kbid → why its embedding failed (retried by `rebuild`).
+pub const VECTOR_FAILURES: TableDefinition<&str, &str> = TableDefinition::new("vector_failures");

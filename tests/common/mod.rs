@@ -1,6 +1,8 @@
 //! Helpers for integration tests: run the real `kbdb` binary against a temporary database.
 #![allow(dead_code)]
 
+pub mod embed_server;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;

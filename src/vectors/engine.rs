@@ -1,0 +1,417 @@
+//! The `Kb` side of vectors: the configured provider (created on first use), the in-memory
+//! matrix, the embedder rounds, vector and hybrid search, and rebuild and status parts.
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use redb::ReadableDatabase;
+
+use super::embedder::{self, Freshness, Provider};
+use super::matrix::{RESCORE_MARGIN, VectorMatrix};
+use crate::config::ProviderKind;
+use crate::embedding::EmbedError;
+use crate::error::{KbError, Result};
+use crate::model::VectorStatus;
+use crate::search::{FUSION_DEPTH, Filters, Retrieval, SearchRequest, SearchResponse, VectorHits};
+use crate::store::txn::ReadTables;
+use crate::{Kb, WriteOutcome};
+
+/// Most pending section changes a vector search embeds itself before answering (read-your-
+/// writes for a few fresh sections; beyond that it answers with what is embedded and says so).
+pub const SEARCH_CATCH_UP: u64 = 256;
+
+/// Vector state a `Kb` keeps in memory.
+#[derive(Default)]
+pub struct VectorEngine {
+    provider: Mutex<Option<Provider>>,
+    /// Loaded on the first vector search; follows every embedder commit after that.
+    matrix: RwLock<Option<VectorMatrix>>,
+    /// One embedder round (or rebuild) at a time.
+    embed_lock: Mutex<()>,
+    /// The last embedding failure, cleared by the next success.
+    last_error: Mutex<Option<String>>,
+}
+
+fn poisoned<T>(_: T) -> KbError {
+    KbError::Storage("vector state lock poisoned by an earlier panic".into())
+}
+
+impl Kb {
+    /// The configured embedding provider (None: `provider = "none"`), created on first use.
+    pub fn embedding_provider(&self) -> Result<Option<Provider>> {
+        let cfg = &self.config.embedding;
+        if cfg.provider == ProviderKind::None {
+            return Ok(None);
+        }
+        let mut slot = self.vectors.provider.lock().map_err(poisoned)?;
+        if let Some(p) = slot.as_ref() {
+            return Ok(Some(p.clone()));
+        }
+        let made: std::result::Result<Provider, EmbedError> = match cfg.provider {
+            ProviderKind::None => unreachable!("handled above"),
+            ProviderKind::Api => {
+                crate::embedding::api::ApiProvider::new(cfg).map(|p| Arc::new(p) as Provider)
+            }
+            ProviderKind::Onnx => {
+                let model_dir = if cfg.model_path.trim().is_empty() {
+                    return Err(KbError::Embedding(
+                        "embedding.model_path is not set: point it at a folder with model.onnx and tokenizer.json (tools/fetch-model.sh DIR makes one)".into(),
+                    ));
+                } else {
+                    self.resolve(&cfg.model_path)
+                };
+                let lib = (!cfg.runtime_library.trim().is_empty())
+                    .then(|| self.resolve(&cfg.runtime_library));
+                crate::embedding::onnx::OnnxProvider::new(
+                    &model_dir,
+                    lib.as_deref(),
+                    &cfg.model,
+                    cfg.dimensions,
+                    cfg.batch_size,
+                )
+                .map(|p| Arc::new(p) as Provider)
+            }
+        };
+        let p = made.map_err(|e| KbError::Embedding(e.to_string()))?;
+        *slot = Some(p.clone());
+        Ok(Some(p))
+    }
+
+    /// A path of worker.toml, relative to the database folder when not absolute.
+    fn resolve(&self, path: &str) -> std::path::PathBuf {
+        let p = std::path::Path::new(path.trim());
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.dir.join(p)
+        }
+    }
+
+    /// Use `provider` instead of the configured one (tests and embedders of the library).
+    pub fn set_embedding_provider(&self, provider: Provider) -> Result<()> {
+        *self.vectors.provider.lock().map_err(poisoned)? = Some(provider);
+        *self.vectors.matrix.write().map_err(poisoned)? = None;
+        Ok(())
+    }
+
+    /// Whether an embedding provider is configured (or set).
+    pub fn embedding_configured(&self) -> bool {
+        self.has_provider()
+    }
+
+    fn has_provider(&self) -> bool {
+        self.config.embedding.provider != ProviderKind::None
+            || self
+                .vectors
+                .provider
+                .lock()
+                .map(|p| p.is_some())
+                .unwrap_or(false)
+    }
+
+    fn active_provider(&self) -> Result<Option<Provider>> {
+        if let Some(p) = self.vectors.provider.lock().map_err(poisoned)?.as_ref() {
+            return Ok(Some(p.clone()));
+        }
+        self.embedding_provider()
+    }
+
+    /// Embed what waits for the embedder, round after round (the daemon's background thread
+    /// calls this after writes). Returns whether anything is still pending because of an
+    /// error. Without a provider, or with stale vectors, it does nothing.
+    pub fn embed_pending(&self) -> Result<()> {
+        self.embed_rounds(u64::MAX)
+    }
+
+    fn embed_rounds(&self, max_changes: u64) -> Result<()> {
+        let provider = match self.active_provider() {
+            Ok(Some(p)) => p,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                self.note_embedding(Err(&e));
+                return Err(e);
+            }
+        };
+        let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
+        if embedder::freshness(&self.db, provider.as_ref())? == Freshness::Stale {
+            return Ok(());
+        }
+        let mut done = 0;
+        loop {
+            let r = embedder::embed_pending(&self.db, provider.as_ref(), &self.vectors.matrix);
+            self.note_embedding(r.as_ref().map(|_| ()));
+            let round = r?;
+            done += embedder::CHANGES_PER_ROUND as u64;
+            if !round.failed.is_empty() {
+                tracing::warn!(
+                    sections = round.failed.len(),
+                    "the embedding provider refused some sections (see vector_failures)"
+                );
+            }
+            if !round.more || done >= max_changes {
+                return Ok(());
+            }
+        }
+    }
+
+    fn note_embedding(&self, r: std::result::Result<(), &KbError>) {
+        if let Ok(mut last) = self.vectors.last_error.lock() {
+            match r {
+                Ok(()) => *last = None,
+                Err(e) => {
+                    if last.as_deref() != Some(&e.to_string()) {
+                        tracing::warn!("embedding failed (sections stay pending): {e}");
+                    }
+                    *last = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Whether the provider is failing (the last embedding attempt failed).
+    pub fn embedding_failing(&self) -> bool {
+        self.vectors
+            .last_error
+            .lock()
+            .map(|e| e.is_some())
+            .unwrap_or(false)
+    }
+
+    /// After a write group: mark learned sections when embeddings are failing (the daemon,
+    /// whose embedder runs after the acknowledgement) — see docs/vectors.md.
+    pub(crate) fn flag_embedding_state(&self, out: &mut [Result<WriteOutcome>]) {
+        if self.has_provider() && self.embedding_failing() {
+            for o in out.iter_mut().flatten() {
+                o.set_embedding_failed(true);
+            }
+        }
+    }
+
+    /// Embed right after a write group, in the caller's thread (the library used without the
+    /// daemon), and flag the results when it failed.
+    pub(crate) fn embed_after_write(&self, out: &mut [Result<WriteOutcome>]) {
+        if !self.has_provider() {
+            return;
+        }
+        let failed = self.embed_pending().is_err();
+        for o in out.iter_mut().flatten() {
+            o.set_embedding_failed(failed);
+        }
+    }
+
+    /// Search (docs/search.md): lexical, or vector/hybrid through the embedding provider.
+    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
+        let retrieval = crate::search::requested_retrieval(req)?;
+        if retrieval == Retrieval::Lexical {
+            return self.search_lexical(req, None, Retrieval::Lexical);
+        }
+        let provider = self
+            .active_provider()?
+            .ok_or(KbError::EmbeddingNotConfigured)?;
+        let query = self.embed_query(provider.as_ref(), &req.query)?;
+        self.search_with_query_vector(req, query.as_deref())
+    }
+
+    /// The query's embedding (None: the vectors are stale, the search falls back).
+    fn embed_query(
+        &self,
+        provider: &dyn crate::embedding::EmbeddingProvider,
+        query: &str,
+    ) -> Result<Option<Vec<f32>>> {
+        if embedder::freshness(&self.db, provider)? == Freshness::Stale {
+            return Ok(None);
+        }
+        let text = query.trim();
+        if text.is_empty() {
+            return Ok(Some(vec![0.0; provider.dimensions()]));
+        }
+        let mut v = provider
+            .embed(&[text.to_string()])
+            .map_err(|e| KbError::Embedding(format!("cannot embed the query: {e}")))?;
+        match v.pop() {
+            Some(v) if v.len() == provider.dimensions() => Ok(Some(v)),
+            _ => Err(KbError::Embedding(
+                "the provider returned no vector of the configured dimensions for the query".into(),
+            )),
+        }
+    }
+
+    /// Embed a query text with the configured provider (benchmarks time this apart).
+    pub fn query_embedding(&self, query: &str) -> Result<Vec<f32>> {
+        let provider = self
+            .active_provider()?
+            .ok_or(KbError::EmbeddingNotConfigured)?;
+        self.embed_query(provider.as_ref(), query)?.ok_or_else(|| {
+            KbError::Embedding("the vector index is stale; run `kbdb rebuild`".into())
+        })
+    }
+
+    /// A `vector` or `hybrid` search with the query already embedded (None: stale vectors,
+    /// lexical fallback with `vector_index_stale`).
+    pub fn search_with_query_vector(
+        &self,
+        req: &SearchRequest,
+        query: Option<&[f32]>,
+    ) -> Result<SearchResponse> {
+        let retrieval = crate::search::requested_retrieval(req)?;
+        let Some(query) = query.filter(|_| retrieval != Retrieval::Lexical) else {
+            let mut r = self.search_lexical(req, None, retrieval)?;
+            if retrieval != Retrieval::Lexical {
+                r.vector_index_stale = true;
+                r.warnings.push(
+                    "vector_index_stale: the stored vectors are of another model; run `kbdb rebuild` (lexical results shown)".into(),
+                );
+            }
+            return Ok(r);
+        };
+        let mut warnings = Vec::new();
+        // Read-your-writes for a few fresh sections; more are left to the embedder.
+        let pending = embedder::pending_changes(&self.db)?;
+        if pending > 0 {
+            if pending <= SEARCH_CATCH_UP {
+                if let Err(e) = self.embed_rounds(SEARCH_CATCH_UP) {
+                    warnings.push(format!(
+                        "vectors_pending: {pending} section change(s) could not be embedded yet ({e})"
+                    ));
+                }
+            } else {
+                warnings.push(format!(
+                    "vectors_pending: {pending} section change(s) are still being embedded; they are missing from the vector results"
+                ));
+            }
+        }
+        let hits = self.vector_hits(req, query)?;
+        let v = VectorHits {
+            hits,
+            only: retrieval == Retrieval::Vector,
+            rrf_k: self.config.embedding.rrf_k,
+        };
+        let mut r = self.search_lexical(req, Some(&v), retrieval)?;
+        r.warnings.extend(warnings);
+        Ok(r)
+    }
+
+    /// The nearest sections to `query` that pass the request's filters, best first.
+    fn vector_hits(&self, req: &SearchRequest, query: &[f32]) -> Result<Vec<(String, f32)>> {
+        let filters = Filters::of(req)?;
+        self.ensure_matrix(query.len())?;
+        let txn = self.db.begin_read()?;
+        let t = ReadTables::open(&txn)?;
+        let candidates = {
+            let guard = self.vectors.matrix.read().map_err(poisoned)?;
+            let Some(m) = guard.as_ref() else {
+                return Ok(Vec::new());
+            };
+            let mut failure = None;
+            let top = m.top(
+                query,
+                FUSION_DEPTH,
+                &mut |kbid| match filters.accept(&t, kbid) {
+                    Ok(ok) => ok,
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                        false
+                    }
+                },
+            );
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            top
+        };
+        // Exact scores for the head; the tail keeps its quantized order.
+        let head = candidates.len().min(RESCORE_MARGIN * 2);
+        let head_kbids: Vec<String> = candidates[..head].iter().map(|(k, _)| k.clone()).collect();
+        let mut out = embedder::rescore(&self.db, query, &head_kbids)?;
+        out.extend(candidates.into_iter().skip(head));
+        Ok(out)
+    }
+
+    fn ensure_matrix(&self, dims: usize) -> Result<()> {
+        if self
+            .vectors
+            .matrix
+            .read()
+            .map_err(poisoned)?
+            .as_ref()
+            .is_some_and(|m| m.dimensions() == dims)
+        {
+            return Ok(());
+        }
+        let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
+        let mut w = self.vectors.matrix.write().map_err(poisoned)?;
+        if w.as_ref().is_none_or(|m| m.dimensions() != dims) {
+            *w = Some(embedder::load_matrix(&self.db, dims)?);
+        }
+        Ok(())
+    }
+
+    /// Re-embed every section with the provider (part of `rebuild`; None without one).
+    pub(crate) fn rebuild_vectors(
+        &self,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<Option<(u64, u64)>> {
+        let Some(provider) = self.active_provider()? else {
+            return Ok(None);
+        };
+        let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
+        let r = embedder::rebuild(&self.db, provider.as_ref(), progress, &crate::now());
+        self.note_embedding(r.as_ref().map(|_| ()));
+        let r = r?;
+        *self.vectors.matrix.write().map_err(poisoned)? = None;
+        Ok(Some(r))
+    }
+
+    /// The vector part of `status`.
+    pub(crate) fn vector_status(&self) -> Result<VectorStatus> {
+        let cfg = &self.config.embedding;
+        let state = {
+            let txn = redb::ReadableDatabase::begin_read(&self.db)?;
+            super::store::read_state(&txn)?
+        };
+        let (count, failures) = embedder::counts(&self.db)?;
+        let (model, dims) = match self.vectors.provider.lock().map_err(poisoned)?.as_ref() {
+            Some(p) => (p.model_name().to_string(), p.dimensions()),
+            None => (cfg.model.clone(), cfg.dimensions),
+        };
+        let stale = self.has_provider()
+            && !state.matches(&model, dims)
+            && (state.model.is_some() || self.status_has_sections()?);
+        Ok(VectorStatus {
+            provider: match cfg.provider {
+                ProviderKind::None if self.has_provider() => "custom",
+                ProviderKind::None => "none",
+                ProviderKind::Onnx => "onnx",
+                ProviderKind::Api => "api",
+            }
+            .to_string(),
+            model,
+            stored_model: state.model,
+            stored_dimensions: state.dimensions,
+            count,
+            pending_changes: if self.has_provider() {
+                embedder::pending_changes(&self.db)?
+            } else {
+                0
+            },
+            failures,
+            stale,
+            built_at: state.built_at,
+            memory_bytes: self
+                .vectors
+                .matrix
+                .read()
+                .map_err(poisoned)?
+                .as_ref()
+                .map(|m| m.memory_bytes() as u64)
+                .unwrap_or(0),
+            last_error: self.vectors.last_error.lock().map_err(poisoned)?.clone(),
+        })
+    }
+
+    fn status_has_sections(&self) -> Result<bool> {
+        let txn = redb::ReadableDatabase::begin_read(&self.db)?;
+        Ok(!redb::ReadableTableMetadata::is_empty(
+            &txn.open_table(crate::store::tables::SECTIONS)?,
+        )?)
+    }
+}

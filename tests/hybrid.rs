@@ -1,0 +1,345 @@
+//! Vector and hybrid search through the real binary and the `api` provider, against a real
+//! OpenAI-compatible server on loopback (tests/common/embed_server.rs): fusion, filters,
+//! paging, the three fallbacks, stale detection, rebuild, and pending embeddings that survive
+//! a SIGKILL of the daemon.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+use common::embed_server::EmbedServer;
+use serde_json::Value;
+
+fn with_server(model: &str) -> (TestDb, EmbedServer) {
+    let db = TestDb::new();
+    let server = EmbedServer::start();
+    std::fs::write(db.dir.join("worker.toml"), server.worker_toml(model)).unwrap();
+    (db, server)
+}
+
+fn kbids(r: &Value) -> Vec<String> {
+    r["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kbid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Wait until the daemon has embedded everything (status shows nothing pending).
+fn wait_embedded(db: &TestDb) -> Value {
+    let start = Instant::now();
+    loop {
+        let s = db.status();
+        if s["vectors"]["pending_changes"] == 0 {
+            return s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "embeddings still pending: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn hybrid_finds_by_meaning_what_lexical_misses() {
+    let (db, _server) = with_server("concepts-v1");
+    let fact = db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The kitten sleeps on the sofa all afternoon."]);
+    db.learn(&["Releases go out every Tuesday after review."]);
+
+    let lexical = db.json(&["search", "database rationale"]);
+    assert_eq!(lexical["search_mode"], "lexical");
+    assert_eq!(lexical["retrieval_method"], "lexical");
+    assert!(
+        !kbids(&lexical).contains(&fact["kbid"].as_str().unwrap().to_string()),
+        "{lexical}"
+    );
+
+    let hybrid = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    assert_eq!(hybrid["search_mode"], "hybrid");
+    assert_eq!(hybrid["retrieval_method"], "hybrid");
+    assert_eq!(
+        kbids(&hybrid)[0],
+        fact["kbid"].as_str().unwrap(),
+        "{hybrid}"
+    );
+    // A vector-only hit has no matched words.
+    assert_eq!(hybrid["items"][0]["matched_terms"], serde_json::json!([]));
+
+    let vector = db.json(&["search", "--search-mode", "vector", "database rationale"]);
+    assert_eq!(vector["retrieval_method"], "vector");
+    assert_eq!(kbids(&vector)[0], fact["kbid"].as_str().unwrap());
+
+    // A section found both ways ranks above one found one way.
+    let both = db.learn(&["Postgres replication lag dashboard."]);
+    let r = db.json(&["search", "--mode", "hybrid", "postgres"]);
+    let ids = kbids(&r);
+    assert!(ids.contains(&both["kbid"].as_str().unwrap().to_string()));
+    assert!(ids.contains(&fact["kbid"].as_str().unwrap().to_string()));
+
+    let s = db.status();
+    assert_eq!(s["vectors"]["provider"], "api");
+    assert_eq!(s["vectors"]["stored_model"], "concepts-v1");
+    assert_eq!(s["vectors"]["count"], 4);
+    assert_eq!(s["vectors"]["stale"], false);
+}
+
+#[test]
+fn filters_and_paging_apply_to_the_vector_path() {
+    let (db, _server) = with_server("concepts-v1");
+    let mut tagged = Vec::new();
+    for i in 0..12 {
+        let content = format!("Database decision number {i}: we chose Postgres for reason {i}.");
+        let r = if i % 3 == 0 {
+            db.learn(&[&content, "--tag", "adr"])
+        } else {
+            db.learn(&[&content])
+        };
+        if i % 3 == 0 {
+            tagged.push(r["kbid"].as_str().unwrap().to_string());
+        }
+    }
+    db.learn(&[
+        "fn main() { println!(\"database\"); }",
+        "--type",
+        "text/x-rust",
+    ]);
+
+    let r = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "why this storage",
+        "--tag",
+        "adr",
+    ]);
+    let mut got = kbids(&r);
+    got.sort();
+    tagged.sort();
+    assert_eq!(got, tagged, "{r}");
+    let r = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "storage",
+        "--type",
+        "text/x-rust",
+    ]);
+    assert_eq!(r["items"].as_array().unwrap().len(), 1, "{r}");
+
+    // Pages of a hybrid search neither repeat nor skip.
+    let all = kbids(&db.json(&["search", "--mode", "hybrid", "database", "--limit", "13"]));
+    let mut paged = Vec::new();
+    for offset in [0, 5, 10] {
+        let p = db.json(&[
+            "search",
+            "--mode",
+            "hybrid",
+            "database",
+            "--limit",
+            "5",
+            "--offset",
+            &offset.to_string(),
+        ]);
+        paged.extend(kbids(&p));
+    }
+    assert_eq!(paged, all);
+    let deep = db
+        .cmd()
+        .args([
+            "search", "--mode", "hybrid", "x", "--offset", "199", "--limit", "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(!deep.status.success());
+    assert!(String::from_utf8_lossy(&deep.stderr).contains("offset + limit must not exceed 200"));
+}
+
+#[test]
+fn retrieval_path_set_twice_must_agree() {
+    let (db, _server) = with_server("concepts-v1");
+    db.learn(&["anything at all"]);
+    let out = db
+        .cmd()
+        .args(["search", "x", "--mode", "hybrid", "--search-mode", "vector"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("search_mode: is 'vector' but mode is 'hybrid'")
+    );
+    let r = db.json(&["search", "x", "--mode", "hybrid", "--search-mode", "hybrid"]);
+    assert_eq!(r["retrieval_method"], "hybrid");
+}
+
+#[test]
+fn without_a_provider_vector_search_is_an_error() {
+    let db = TestDb::new();
+    db.learn(&["We chose Postgres because of JSONB."]);
+    let out = db
+        .cmd()
+        .args(["search", "--mode", "hybrid", "database", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("EMBEDDING_PROVIDER_NOT_CONFIGURED"), "{text}");
+    assert!(
+        text.contains("Vector search requires a configured embedding provider"),
+        "{text}"
+    );
+    // Lexical still answers, and says so.
+    let r = db.json(&["search", "postgres"]);
+    assert_eq!(r["search_mode"], "lexical");
+    assert_eq!(r["retrieval_method"], "lexical");
+    assert_eq!(db.status()["vectors"]["provider"], "none");
+}
+
+#[test]
+fn another_model_makes_the_index_stale_until_rebuild() {
+    let (db, server) = with_server("concepts-v1");
+    let fact = db.learn(&["We chose Postgres because of JSONB."]);
+    assert_eq!(
+        kbids(&db.json(&["search", "--mode", "hybrid", "database rationale"]))[0],
+        fact["kbid"].as_str().unwrap()
+    );
+    // The operator switches models: worker.toml changes, the daemon is replaced.
+    std::fs::write(
+        db.dir.join("worker.toml"),
+        server.worker_toml("concepts-v2"),
+    )
+    .unwrap();
+    let r = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    assert_eq!(r["search_mode"], "hybrid");
+    assert_eq!(r["retrieval_method"], "lexical");
+    assert_eq!(r["vector_index_stale"], true);
+    assert_eq!(db.status()["vectors"]["stale"], true);
+    // New sections are not embedded with the new model into the old index.
+    db.learn(&["The kitten sleeps."]);
+    assert_eq!(db.status()["vectors"]["stored_model"], "concepts-v1");
+
+    let rebuilt = db.json(&["rebuild"]);
+    assert_eq!(rebuilt["vectors_embedded"], 2, "{rebuilt}");
+    let s = db.status();
+    assert_eq!(s["vectors"]["stored_model"], "concepts-v2");
+    assert_eq!(s["vectors"]["stale"], false);
+    assert!(s["vectors"]["built_at"].is_string());
+    let r = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    assert_eq!(r["retrieval_method"], "hybrid");
+    assert!(r.get("vector_index_stale").is_none());
+    assert_eq!(kbids(&r)[0], fact["kbid"].as_str().unwrap());
+}
+
+#[test]
+fn a_failing_provider_flags_the_learn_and_keeps_the_section() {
+    let (db, server) = with_server("concepts-v1");
+    db.learn(&["first section, embedded fine"]);
+    server.fail.store(true, Ordering::SeqCst);
+    db.stop_daemon();
+    // Embedded: the learning call embeds itself, so it knows.
+    let out = db
+        .cmd()
+        .args([
+            "--embedded",
+            "learn",
+            "We chose Postgres because of JSONB.",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["vector_embedding_failed"], true, "{r}");
+    // Lexically it is there; its embedding waits.
+    assert_eq!(
+        kbids(&db.json(&["--embedded", "search", "postgres"])).len(),
+        1
+    );
+    let s = db.json(&["--embedded", "status"]);
+    assert!(s["vectors"]["pending_changes"].as_u64().unwrap() > 0, "{s}");
+
+    // A vector search while the provider is down fails clearly (its query cannot be embedded).
+    let out = db
+        .cmd()
+        .args([
+            "--embedded",
+            "search",
+            "--mode",
+            "hybrid",
+            "database",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("cannot embed the query"),
+        "{out:?}"
+    );
+
+    // The provider recovers: the next vector search embeds what waited and finds it.
+    server.fail.store(false, Ordering::SeqCst);
+    let r = db.json(&["search", "--mode", "vector", "database rationale"]);
+    assert!(
+        r["items"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("Postgres"),
+        "{r}"
+    );
+    let s = wait_embedded(&db);
+    assert_eq!(s["vectors"]["count"], 2);
+    let ok = db.learn(&["another section after recovery"]);
+    assert!(ok.get("vector_embedding_failed").is_none(), "{ok}");
+}
+
+#[test]
+fn pending_embeddings_survive_a_daemon_kill() {
+    let (db, server) = with_server("concepts-v1");
+    db.learn(&["warm-up section"]);
+    wait_embedded(&db);
+    server.fail.store(true, Ordering::SeqCst);
+    let mut learned = Vec::new();
+    for i in 0..20 {
+        let r = db.learn(&[&format!("Postgres decision {i}: because of JSONB")]);
+        learned.push(r["kbid"].as_str().unwrap().to_string());
+    }
+    let s = db.status();
+    assert!(
+        s["vectors"]["pending_changes"].as_u64().unwrap() >= 20,
+        "{s}"
+    );
+    // Kill the daemon the hard way.
+    let info = db.json(&["daemon", "status"]);
+    let pid = info["daemon"]["pid"].as_i64().expect("daemon pid") as i32;
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let start = Instant::now();
+    while unsafe { libc::kill(pid, 0) } == 0 && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.fail.store(false, Ordering::SeqCst);
+    // The next client starts a new daemon, which resumes the pending embeddings by itself.
+    let s = wait_embedded(&db);
+    assert_eq!(s["vectors"]["count"], 21, "{s}");
+    let r = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "database rationale",
+        "--limit",
+        "25",
+    ]);
+    let found = kbids(&r);
+    for k in &learned {
+        assert!(found.contains(k), "{k} missing from {r}");
+    }
+    assert_eq!(db.json(&["check"])["ok"], true);
+}
