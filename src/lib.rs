@@ -749,9 +749,11 @@ impl Kb {
             documents_replaced: 0,
             synonyms_imported: 0,
             vectors_found: plan.vectors_found,
+            vectors_reused: 0,
             problems: plan.problems,
             elapsed_ms: 0.0,
         };
+        let imported_kbids: Vec<String> = plan.sections.iter().map(|s| s.kbid.clone()).collect();
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
             for s in plan.sections {
@@ -789,6 +791,12 @@ impl Kb {
         }
         drop(bands);
         self.index_committed_changes();
+        if let Some((meta, idx)) = &plan.vectors {
+            result.vectors_reused = self.reuse_imported_vectors(meta, idx, &imported_kbids)?;
+        }
+        if self.embedding_configured() {
+            let _ = self.embed_pending(); // failures stay pending (status)
+        }
         result.elapsed_ms = elapsed_ms(start);
         Ok(result)
     }

@@ -343,3 +343,70 @@ fn pending_embeddings_survive_a_daemon_kill() {
     }
     assert_eq!(db.json(&["check"])["ok"], true);
 }
+
+#[test]
+fn exported_vectors_are_reused_by_an_import_of_the_same_model() {
+    let (db, server) = with_server("concepts-v1");
+    let fact = db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The kitten sleeps on the sofa."]);
+    wait_embedded(&db);
+    let out = db.tmp.path().join("export");
+    db.json(&["export", out.to_str().unwrap(), "--with-indexes"]);
+    let meta = std::fs::read_to_string(out.join("indexes/vectors-meta.toml")).unwrap();
+    assert!(meta.contains("model_name  = \"concepts-v1\""), "{meta}");
+    assert!(meta.contains("section_count = 2"), "{meta}");
+    let idx = std::fs::read(out.join("indexes/vectors.idx")).unwrap();
+    assert_eq!(idx.len(), 11 + 2 * (16 + 32 * 4));
+
+    // Same model: the vectors are taken over, the provider is not asked again.
+    let other = TestDb::new();
+    std::fs::write(
+        other.dir.join("worker.toml"),
+        server.worker_toml("concepts-v1"),
+    )
+    .unwrap();
+    let before = server.requests.load(Ordering::SeqCst);
+    let r = other.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(r["vectors_found"], 2, "{r}");
+    assert_eq!(r["vectors_reused"], 2, "{r}");
+    let s = wait_embedded(&other);
+    assert_eq!(s["vectors"]["count"], 2);
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        before,
+        "sections were embedded again"
+    );
+    let hit = other.json(&["search", "--mode", "vector", "database rationale"]);
+    assert_eq!(kbids(&hit)[0], fact["kbid"].as_str().unwrap());
+
+    // Another model: nothing reused, everything embedded anew.
+    let third = TestDb::new();
+    std::fs::write(
+        third.dir.join("worker.toml"),
+        server.worker_toml("concepts-v9"),
+    )
+    .unwrap();
+    let r = third.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(r["vectors_reused"], 0, "{r}");
+    let s = wait_embedded(&third);
+    assert_eq!(s["vectors"]["count"], 2, "{s}");
+    assert_eq!(s["vectors"]["stored_model"], "concepts-v9");
+}
+
+#[test]
+fn configuring_a_provider_embeds_the_sections_already_stored() {
+    let db = TestDb::new();
+    let fact = db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The kitten sleeps on the sofa."]);
+    let server = EmbedServer::start();
+    std::fs::write(
+        db.dir.join("worker.toml"),
+        server.worker_toml("concepts-v1"),
+    )
+    .unwrap();
+    let s = wait_embedded(&db);
+    assert_eq!(s["vectors"]["count"], 2, "{s}");
+    assert_eq!(s["vectors"]["stale"], false);
+    let r = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    assert_eq!(kbids(&r)[0], fact["kbid"].as_str().unwrap());
+}

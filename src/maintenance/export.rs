@@ -273,6 +273,7 @@ fn write_all(
     }
     if opts.with_indexes {
         super::write_export_indexes(&t, root, &index_input, now)?;
+        super::write_export_vectors(txn, root, now)?;
     }
     let catalog = Catalog {
         catalog: CatalogInfo {

@@ -34,9 +34,11 @@ pub struct ImportResult {
     /// Documents that existed in the database and were replaced by the imported manifest.
     pub documents_replaced: u64,
     pub synonyms_imported: u64,
-    /// Vectors found in `indexes/vectors.idx` and valid (kept for when the database has a
-    /// vector store of the same model; see docs/file-layout.md).
+    /// Vectors found in `indexes/vectors.idx` and valid.
     pub vectors_found: u64,
+    /// Of those, vectors stored for imported sections: their model is the configured provider's
+    /// (docs/vectors.md); the others are embedded anew.
+    pub vectors_reused: u64,
     pub problems: Vec<ImportProblem>,
     pub elapsed_ms: f64,
 }
@@ -54,6 +56,8 @@ pub(crate) struct Plan {
     pub documents: Vec<DocumentManifest>,
     pub synonyms: BTreeMap<String, Vec<String>>,
     pub vectors_found: u64,
+    /// The valid vectors of the layout with their metadata.
+    pub vectors: Option<(VectorsMeta, VectorsIdx)>,
     pub problems: Vec<ImportProblem>,
 }
 
@@ -241,13 +245,17 @@ pub(crate) fn read_layout(
         }
     }
 
-    let vectors_found = read_vectors(&mut r, root)?;
+    let vectors = read_vectors(&mut r, root)?;
     progress(expected, expected);
     Ok(Plan {
         sections,
         documents,
         synonyms,
-        vectors_found,
+        vectors_found: vectors
+            .as_ref()
+            .map(|(_, idx)| idx.records.len() as u64)
+            .unwrap_or(0),
+        vectors,
         problems: r.problems,
     })
 }
@@ -406,18 +414,18 @@ fn read_document(
     Ok((doc, missing))
 }
 
-/// Validate `indexes/vectors.idx` (and its meta) when present; returns the number of vectors.
-fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<u64> {
+/// Validate `indexes/vectors.idx` (and its meta) when present.
+fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<Option<(VectorsMeta, VectorsIdx)>> {
     let idx_path = root.join(layout::INDEXES_DIR).join("vectors.idx");
     let meta_path = root.join(layout::INDEXES_DIR).join("vectors-meta.toml");
     if !idx_path.exists() && !meta_path.exists() {
-        return Ok(0);
+        return Ok(None);
     }
     let bytes = match read_regular(&idx_path) {
         Ok(b) => b,
         Err(e) => {
             r.problem(&idx_path, e)?;
-            return Ok(0);
+            return Ok(None);
         }
     };
     let idx = match VectorsIdx::decode(&bytes) {
@@ -427,14 +435,14 @@ fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<u64> {
                 &idx_path,
                 format!("{e}; vectors skipped (rebuild recomputes them)"),
             )?;
-            return Ok(0);
+            return Ok(None);
         }
     };
     let meta_text = match read_regular(&meta_path) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => {
             r.problem(&meta_path, e)?;
-            return Ok(0);
+            return Ok(None);
         }
     };
     match VectorsMeta::from_toml(&meta_text) {
@@ -446,12 +454,12 @@ fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<u64> {
                     m.dimensions, idx.dimensions
                 ),
             )?;
-            Ok(0)
+            Ok(None)
         }
-        Ok(_) => Ok(idx.records.len() as u64),
+        Ok(m) => Ok(Some((m, idx))),
         Err(e) => {
             r.problem(&meta_path, e.to_string())?;
-            Ok(0)
+            Ok(None)
         }
     }
 }

@@ -55,3 +55,51 @@ pub(crate) fn write_export_indexes(
         .map_err(|e| KbError::io(format!("cannot write {}", dir.display()), e))?;
     Ok(())
 }
+
+/// Write `indexes/vectors.idx` and `vectors-meta.toml` from the stored vectors (nothing when no
+/// vector was ever embedded). Keys are the first 16 characters of each kbid (hybrid-search
+/// spec); the meta records the model of the vectors.
+pub(crate) fn write_export_vectors(
+    txn: &redb::ReadTransaction,
+    root: &Path,
+    now: &str,
+) -> Result<()> {
+    let state = crate::vectors::store::read_state(txn)?;
+    let (Some(model), Some(dims)) = (state.model, state.dimensions) else {
+        return Ok(());
+    };
+    let Ok(dims16) = u16::try_from(dims) else {
+        return Ok(());
+    };
+    let vt = txn.open_table(crate::store::tables::VECTORS)?;
+    let mut idx = vectors_idx::VectorsIdx::new(dims16);
+    for row in vt.iter()? {
+        let (k, v) = row?;
+        if let Some((_, v)) = crate::vectors::store::decode_vector(v.value())
+            && v.len() == dims
+        {
+            idx.push(k.value(), v);
+        }
+    }
+    if idx.records.is_empty() {
+        return Ok(());
+    }
+    let meta = vectors_idx::VectorsMeta {
+        model_name: model,
+        dimensions: dims16,
+        version: vectors_idx::VERSION as u32,
+        last_built: state.built_at.unwrap_or_else(|| now.to_string()),
+        section_count: idx.records.len() as u64,
+    };
+    let bytes = idx
+        .encode()
+        .map_err(|e| KbError::Storage(format!("cannot encode vectors.idx: {e}")))?;
+    let dir = root.join(layout::INDEXES_DIR);
+    let write = |name: &str, data: &[u8]| {
+        std::fs::write(dir.join(name), data)
+            .map_err(|e| KbError::io(format!("cannot write {}", dir.join(name).display()), e))
+    };
+    write(vectors_idx::VECTORS_FILE, &bytes)?;
+    write(vectors_idx::META_FILE, meta.to_toml().as_bytes())?;
+    Ok(())
+}

@@ -137,7 +137,7 @@ pub struct VectorStatus {
     pub pending_changes: u64,
     /// Sections whose embedding failed (retried by `rebuild`).
     pub failures: u64,
-    /// The stored vectors are of another model (or older than the provider): vector and hybrid
+    /// The stored vectors are of another model: vector and hybrid
     /// searches fall back to lexical until `kbdb rebuild`.
     pub stale: bool,
     /// When `rebuild` last embedded everything.

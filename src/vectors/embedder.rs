@@ -26,7 +26,7 @@ pub const REBUILD_BATCH: usize = 64;
 pub enum Freshness {
     /// Same model and dimensions (or nothing stored yet and nothing to embed).
     Fresh,
-    /// Another model, or sections were learned before any provider: `rebuild` is needed.
+    /// The vectors are of another model (or dimensions): `rebuild` is needed.
     Stale,
 }
 
@@ -41,15 +41,16 @@ pub struct Round {
     pub more: bool,
 }
 
-/// The state, adopting the provider's model when nothing was ever embedded and the store
-/// holds no section yet (a new knowledge base with a provider from the start).
+/// Whether the stored vectors serve `provider`. A database that never embedded anything
+/// adopts the provider's model here, with `applied_seq` 0: the embedder then replays the whole
+/// change log, so configuring a provider embeds the sections already stored, in the background.
 pub fn freshness(db: &Database, provider: &dyn EmbeddingProvider) -> Result<Freshness> {
     let txn = db.begin_read()?;
     let state = VectorState::read(&txn.open_table(VECTOR_STATE)?)?;
     if state.matches(provider.model_name(), provider.dimensions()) {
         return Ok(Freshness::Fresh);
     }
-    if state.model.is_none() && txn.open_table(SECTIONS)?.is_empty()? {
+    if state.model.is_none() {
         drop(txn);
         let mut w = db.begin_write()?;
         w.set_durability(Durability::Immediate)?;

@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
-use redb::ReadableDatabase;
+use redb::{ReadableDatabase, ReadableTable};
 
 use super::embedder::{self, Freshness, Provider};
 use super::matrix::{RESCORE_MARGIN, VectorMatrix};
@@ -361,6 +361,73 @@ impl Kb {
         Ok(Some(r))
     }
 
+    /// Store the vectors of an imported layout for the imported sections, when they are of the
+    /// configured provider's model and the database's vectors are of it too (or none exist).
+    /// Returns how many were stored; the embedder embeds the rest.
+    pub(crate) fn reuse_imported_vectors(
+        &self,
+        meta: &crate::maintenance::vectors_idx::VectorsMeta,
+        idx: &crate::maintenance::vectors_idx::VectorsIdx,
+        kbids: &[String],
+    ) -> Result<u64> {
+        let Ok(Some(provider)) = self.active_provider() else {
+            return Ok(0);
+        };
+        if meta.model_name != provider.model_name()
+            || meta.dimensions as usize != provider.dimensions()
+        {
+            return Ok(0);
+        }
+        let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(redb::Durability::Immediate)?;
+        let mut stored = 0;
+        {
+            let mut st = txn.open_table(crate::store::tables::VECTOR_STATE)?;
+            let mut state = super::store::VectorState::read(&st)?;
+            if state.model.is_none() {
+                // Adopt the model; the embedder replays every change and skips the sections
+                // whose vector is stored below.
+                state.model = Some(provider.model_name().to_string());
+                state.dimensions = Some(provider.dimensions());
+                state.applied_seq = 0;
+                state.write(&mut st)?;
+            } else if !state.matches(provider.model_name(), provider.dimensions()) {
+                return Ok(0);
+            }
+            let sections = txn.open_table(crate::store::tables::SECTIONS)?;
+            let content = txn.open_table(crate::store::tables::CONTENT)?;
+            let mut vt = txn.open_table(crate::store::tables::VECTORS)?;
+            for kbid in kbids {
+                let Some(v) = idx.get(kbid) else { continue };
+                if vt.get(kbid.as_str())?.is_some() {
+                    continue;
+                }
+                let Some(rec) = sections.get(kbid.as_str())? else {
+                    continue;
+                };
+                let rec: crate::model::records::SectionRecord =
+                    crate::model::records::decode("sections", kbid, rec.value())?;
+                let bytes = content
+                    .get(kbid.as_str())?
+                    .map(|g| g.value().to_vec())
+                    .unwrap_or_default();
+                let Some(input) = super::embedding_input(&rec, &bytes) else {
+                    continue;
+                };
+                let fp = super::input_fingerprint(&input);
+                vt.insert(
+                    kbid.as_str(),
+                    super::store::encode_vector(&fp, v).as_slice(),
+                )?;
+                stored += 1;
+            }
+        }
+        txn.commit()?;
+        *self.vectors.matrix.write().map_err(poisoned)? = None;
+        Ok(stored)
+    }
+
     /// The vector part of `status`.
     pub(crate) fn vector_status(&self) -> Result<VectorStatus> {
         let cfg = &self.config.embedding;
@@ -373,9 +440,7 @@ impl Kb {
             Some(p) => (p.model_name().to_string(), p.dimensions()),
             None => (cfg.model.clone(), cfg.dimensions),
         };
-        let stale = self.has_provider()
-            && !state.matches(&model, dims)
-            && (state.model.is_some() || self.status_has_sections()?);
+        let stale = self.has_provider() && state.model.is_some() && !state.matches(&model, dims);
         Ok(VectorStatus {
             provider: match cfg.provider {
                 ProviderKind::None if self.has_provider() => "custom",
@@ -406,12 +471,5 @@ impl Kb {
                 .unwrap_or(0),
             last_error: self.vectors.last_error.lock().map_err(poisoned)?.clone(),
         })
-    }
-
-    fn status_has_sections(&self) -> Result<bool> {
-        let txn = redb::ReadableDatabase::begin_read(&self.db)?;
-        Ok(!redb::ReadableTableMetadata::is_empty(
-            &txn.open_table(crate::store::tables::SECTIONS)?,
-        )?)
     }
 }
