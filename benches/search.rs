@@ -28,22 +28,22 @@
 //!
 //! Results: JSON with the keys `summarize.py` reads (`--out`, and on stdout after a table).
 
+mod common;
+
 use std::collections::HashMap;
 use std::fs;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use common::{BoxError, Query, Section, read_queries, read_sections, request};
 use kbdb::{Kb, LearnRequest, SearchRequest};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 const USAGE: &str = "usage: cargo bench --bench search -- (--sections FILE | --eval DIR) --db DIR \
 [--queries Q.jsonl] [--eval-queries Q.jsonl] [--run-out FILE] [--out FILE] \
 [--durable-limit N|all] [--k 10] [--repeat 3] [--batch 10000]";
-
-type BoxError = Box<dyn std::error::Error>;
 
 struct Args {
     sections: Option<PathBuf>,
@@ -126,124 +126,6 @@ fn parse_args() -> Result<Args, String> {
         a.eval_queries = Some(e.join("queries.jsonl"));
     }
     Ok(a)
-}
-
-/// One section as dumped by `sections.py` (or a line of an eval set's `docs.jsonl`).
-#[derive(Deserialize)]
-struct SectionLine {
-    id: String,
-    #[serde(default)]
-    doc: Option<String>,
-    #[serde(default)]
-    level: Option<u32>,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    body: Option<String>,
-}
-
-struct Section {
-    id: String,
-    doc: String,
-    title: String,
-    text: String,
-}
-
-/// Section text per the section rule: heading line + body (a level-0 preamble is its body).
-fn section_text(level: Option<u32>, title: &str, body: &str) -> String {
-    let level = level.unwrap_or(if title.is_empty() { 0 } else { 1 }) as usize;
-    if level == 0 {
-        return if body.is_empty() {
-            "#".to_string() // an untitled heading-only section of an eval set without levels
-        } else {
-            body.to_string()
-        };
-    }
-    let mut s = "#".repeat(level.min(6));
-    if !title.is_empty() {
-        s.push(' ');
-        s.push_str(title);
-    }
-    if !body.is_empty() {
-        s.push_str("\n\n");
-        s.push_str(body);
-    }
-    s
-}
-
-fn read_sections(path: &Path) -> Result<Vec<Section>, BoxError> {
-    let f = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let s: SectionLine = serde_json::from_str(&line)
-            .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-        let title = s.title.unwrap_or_default();
-        let body = s.body.unwrap_or_default();
-        let doc = s.doc.unwrap_or_else(|| {
-            s.id.rsplit_once('#')
-                .map_or(s.id.as_str(), |(d, _)| d)
-                .to_string()
-        });
-        out.push(Section {
-            text: section_text(s.level, &title, &body),
-            id: s.id,
-            doc,
-            title,
-        });
-    }
-    Ok(out)
-}
-
-struct Query {
-    id: String,
-    text: String,
-    src: Option<String>,
-}
-
-fn read_queries(path: &Path) -> Result<Vec<Query>, BoxError> {
-    let f = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in BufReader::new(f).lines().enumerate() {
-        let line = line?;
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if line.starts_with('{') {
-            let v: Value = serde_json::from_str(line)
-                .map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
-            let text = v["text"]
-                .as_str()
-                .ok_or_else(|| format!("{}:{}: no \"text\"", path.display(), i + 1))?;
-            out.push(Query {
-                id: v["id"]
-                    .as_str()
-                    .map_or_else(|| i.to_string(), str::to_string),
-                text: text.to_string(),
-                src: v["src"].as_str().map(str::to_string),
-            });
-        } else {
-            out.push(Query {
-                id: i.to_string(),
-                text: line.to_string(),
-                src: None,
-            });
-        }
-    }
-    Ok(out)
-}
-
-fn request(s: &Section) -> LearnRequest {
-    LearnRequest {
-        content: s.text.clone(),
-        title: (!s.title.is_empty()).then(|| s.title.clone()),
-        docid: Some(s.doc.clone()),
-        ..Default::default()
-    }
 }
 
 /// Outcome counters of a set of learn calls.
