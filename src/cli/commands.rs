@@ -158,7 +158,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             match format {
                 Format::Json => print_json(&s, true),
                 Format::Text => print_text(&format!(
-                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}\nstore:     {} bytes\nindex:     {} bytes, {} section(s), {} change(s) pending",
+                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}\nstore:     {} bytes\nindex:     {} bytes, {} section(s), {} change(s) pending\nvectors:   {}",
                     s.context_path,
                     s.sections,
                     s.documents,
@@ -167,13 +167,35 @@ pub fn dispatch(cli: Cli) -> i32 {
                     s.database_bytes,
                     s.index_bytes,
                     s.cache_stats.index_count,
-                    s.index_pending_changes
+                    s.index_pending_changes,
+                    vectors_line(&s.vectors)
                 )),
             }
             Ok(EXIT_OK)
         }),
     };
     result.unwrap_or_else(|e| report_error(format, &e))
+}
+
+/// The `vectors:` line of `status` in text.
+fn vectors_line(v: &kbdb::VectorStatus) -> String {
+    if v.provider == "none" {
+        return "no embedding provider (lexical search only; see docs/vectors.md)".to_string();
+    }
+    let mut line = format!(
+        "{} ({}), {} embedded, {} change(s) pending, {} failure(s)",
+        v.provider, v.model, v.count, v.pending_changes, v.failures
+    );
+    if v.stale {
+        line.push_str(&format!(
+            "; STALE: stored vectors are of {} — run `kbdb rebuild`",
+            v.stored_model.as_deref().unwrap_or("another model")
+        ));
+    }
+    if let Some(e) = &v.last_error {
+        line.push_str(&format!("; last error: {e}"));
+    }
+    line
 }
 
 fn daemon(
@@ -394,6 +416,16 @@ fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
             r.offset + shown,
             r.total,
             if r.has_more { " (more: --offset)" } else { "" }
+        ));
+    }
+    if r.retrieval_method != "lexical" {
+        out.push_str(&format!(
+            "ranked by: {}\n",
+            if r.retrieval_method == "hybrid" {
+                "words and meaning (hybrid)"
+            } else {
+                "meaning (vector)"
+            }
         ));
     }
     if r.relaxed {

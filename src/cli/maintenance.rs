@@ -134,8 +134,15 @@ pub fn rebuild(kb: &Backend, format: Format) -> Result<i32, KbError> {
     match format {
         Format::Json => print_json(&r, false),
         Format::Text => print_text(&format!(
-            "reindexed {} section(s), {} terms in {:.0} ms",
-            r.sections_reindexed, r.terms_indexed, r.elapsed_ms
+            "reindexed {} section(s), {} terms{} in {:.0} ms",
+            r.sections_reindexed,
+            r.terms_indexed,
+            match (r.vectors_embedded, r.vector_failures) {
+                (Some(n), Some(f)) if f > 0 => format!("; embedded {n} ({f} refused)"),
+                (Some(n), _) => format!("; embedded {n}"),
+                _ => String::new(),
+            },
+            r.elapsed_ms
         )),
     }
     Ok(EXIT_OK)
