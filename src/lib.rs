@@ -5,6 +5,7 @@
 //! runtime.
 
 mod compose;
+pub mod collections;
 pub mod config;
 pub mod daemon;
 pub mod embedding;
