@@ -9,6 +9,7 @@ mod m0003_minhash_oph;
 mod m0004_references;
 mod m0005_minhash_sigs;
 mod m0006_vectors;
+mod m0007_collection;
 
 use redb::WriteTransaction;
 
@@ -50,5 +51,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "vectors",
         apply: m0006_vectors::apply,
+    },
+    Migration {
+        version: 7,
+        name: "collection",
+        apply: m0007_collection::apply,
     },
 ];

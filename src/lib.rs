@@ -253,6 +253,7 @@ impl Kb {
             docid: docid.to_string(),
             markdown: markdown.to_string(),
             title: title.map(str::to_string),
+            metadata: None,
         })? {
             WriteOutcome::Document(r) => Ok(r),
             _ => Err(KbError::Storage("unexpected write outcome".into())),
@@ -327,6 +328,7 @@ impl Kb {
         }
         Ok(DocumentView {
             docid: docid.to_string(),
+            metadata: doc.metadata_value(),
             title: doc.title,
             doc_type: doc.doc_type,
             kbids: doc.kbids,

@@ -132,6 +132,7 @@ fn level1(t: &ReadTables, item: &mut RecallItem, budget: &mut Budget) -> Result<
         };
         let manifest = RecallDocument {
             docid: docid.clone(),
+            metadata: doc.metadata_value(),
             title: doc.title,
             sections,
             back_references: Vec::new(),

@@ -23,6 +23,10 @@ pub enum WriteOp {
         markdown: String,
         #[serde(default)]
         title: Option<String>,
+        /// The document's metadata (a JSON object), overriding front matter. None: the
+        /// markdown's front matter when it has one, else the metadata the document had.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<serde_json::Value>,
     },
     Unlearn {
         kbid: String,
@@ -43,6 +47,8 @@ pub(crate) enum PreparedOp {
     Document {
         docid: String,
         title: Option<String>,
+        /// New metadata (JSON object text); None keeps what the document has.
+        metadata: Option<String>,
         sections: Vec<Prepared>,
     },
     Unlearn(String),
@@ -60,11 +66,20 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             docid,
             markdown,
             title,
+            metadata,
         } => {
             validate::validate_docid(&docid)?;
             let title =
                 validate::validate_line("title", title.as_deref(), validate::MAX_TITLE_CHARS)?;
-            let sections = text::markdown::split_sections(&markdown);
+            let (front, body) = front_matter_split(&markdown)?;
+            let metadata = match metadata {
+                Some(serde_json::Value::Object(m)) => Some(m),
+                Some(serde_json::Value::Null) => Some(serde_json::Map::new()),
+                Some(_) => return Err(KbError::invalid("metadata", "must be a JSON object")),
+                None => front.map(|f| f.meta),
+            };
+            let metadata = metadata.map(|m| validate::validate_metadata(&m)).transpose()?;
+            let sections = text::markdown::split_sections(body);
             if sections.is_empty() {
                 return Err(KbError::invalid(
                     "content",
@@ -101,6 +116,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             Ok(PreparedOp::Document {
                 docid,
                 title,
+                metadata,
                 sections: prepared,
             })
         }
@@ -118,6 +134,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutc
         PreparedOp::Document {
             docid,
             title,
+            metadata,
             sections,
         } => {
             let mut out = Vec::with_capacity(sections.len());
@@ -133,6 +150,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutc
             let now = t.now().to_string();
             let change = learn::set_manifest(t, &docid, kbids, |doc| {
                 doc.title = title.clone();
+                if let Some(m) = metadata {
+                    doc.metadata = (m != "{}").then_some(m);
+                }
                 doc.updated_at = now;
             })?;
             Ok(WriteOutcome::Document(DocumentLearnResult {
@@ -175,4 +195,13 @@ impl WriteOutcome {
             WriteOutcome::Unlearned(r) => r.elapsed_ms = ms,
         }
     }
+}
+
+/// PENDING: replaced by text::frontmatter once it lands.
+struct PendingFrontMatter {
+    meta: serde_json::Map<String, serde_json::Value>,
+}
+
+fn front_matter_split(markdown: &str) -> Result<(Option<PendingFrontMatter>, &str)> {
+    Ok((None::<PendingFrontMatter>, markdown))
 }

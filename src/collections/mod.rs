@@ -2,3 +2,6 @@
 //! from TOML) give documents a type with fields, expected sections and relationships; queries
 //! filter and sort documents by metadata; validation reports where a document departs from its
 //! model; section edits change one section of a document. See docs/collections.md.
+
+pub mod index;
+pub mod query;

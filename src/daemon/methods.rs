@@ -107,6 +107,8 @@ pub struct LearnDocumentParams {
     pub markdown: String,
     #[serde(default)]
     pub title: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -179,6 +181,7 @@ pub fn write_ops(method: &str, p: Value) -> std::result::Result<Vec<WriteOp>, Ca
                 docid: p.docid,
                 markdown: p.markdown,
                 title: p.title,
+                metadata: p.metadata,
             }]
         }
         "unlearn" => vec![WriteOp::Unlearn {

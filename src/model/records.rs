@@ -38,6 +38,13 @@ pub struct DocumentRecord {
 }
 
 impl DocumentRecord {
+    /// The metadata as a JSON value (None when absent or not valid JSON).
+    pub fn metadata_value(&self) -> Option<serde_json::Value> {
+        self.metadata
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok())
+    }
+
     /// An empty document created at `now`.
     pub fn empty(now: &str) -> Self {
         DocumentRecord {

@@ -74,6 +74,9 @@ pub struct DocumentView {
     pub title: Option<String>,
     #[serde(rename = "type")]
     pub doc_type: String,
+    /// The document's metadata (front matter), absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
     /// Ordered section kbids.
     pub kbids: Vec<String>,
     pub sections: Vec<DocumentSection>,
@@ -210,6 +213,9 @@ pub struct ManifestSection {
 pub struct RecallDocument {
     pub docid: String,
     pub title: Option<String>,
+    /// The document's metadata (front matter), absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<serde_json::Value>,
     pub sections: Vec<ManifestSection>,
     /// Sections that reference this document as a whole (not one of its headings).
     pub back_references: Vec<Reference>,

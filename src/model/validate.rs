@@ -9,6 +9,8 @@ pub const MAX_DESCRIPTION_CHARS: usize = 4096;
 pub const MAX_TAG_CHARS: usize = 128;
 pub const MAX_TAGS: usize = 64;
 pub const MAX_SOURCE_CHARS: usize = 1024;
+/// Largest document metadata, as JSON text.
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
 
 /// A docid is a printable, relative, folder-safe path: it may contain `/` between non-empty
 /// segments, but never `..`/`.` segments, a leading `/`, a backslash, or control characters.
@@ -185,4 +187,19 @@ mod tests {
         assert_eq!(t, vec!["a", "b"]);
         assert!(validate_tags(&["".into()]).is_err());
     }
+}
+
+/// Document metadata: a JSON object of at most `MAX_METADATA_BYTES` as text. Returns the text.
+pub fn validate_metadata(meta: &serde_json::Map<String, serde_json::Value>) -> Result<String> {
+    let text = serde_json::Value::Object(meta.clone()).to_string();
+    if text.len() > MAX_METADATA_BYTES {
+        return Err(KbError::invalid(
+            "metadata",
+            format!(
+                "is {} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
+                text.len()
+            ),
+        ));
+    }
+    Ok(text)
 }

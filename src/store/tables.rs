@@ -51,3 +51,5 @@ pub const VECTORS: TableDefinition<&str, &[u8]> = TableDefinition::new("vectors"
 pub const VECTOR_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("vector_state");
 /// `vector_failures`: kbid → why its embedding failed (retried by `rebuild`).
 pub const VECTOR_FAILURES: TableDefinition<&str, &str> = TableDefinition::new("vector_failures");
+/// `collection`: `models` → the TOML text of the loaded models (docs/collections.md).
+pub const COLLECTION: TableDefinition<&str, &str> = TableDefinition::new("collection");
