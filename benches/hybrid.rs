@@ -336,12 +336,13 @@ fn token_counts(
     inputs: &[String],
 ) -> Result<(Vec<usize>, Vec<usize>, usize), BoxError> {
     let max = kbdb::embedding::onnx::MAX_TOKENS;
-    let mut tok = tokenizers::Tokenizer::from_file(model.join("tokenizer.json"))?;
+    let e = |e: tokenizers::Error| e.to_string();
+    let mut tok = tokenizers::Tokenizer::from_file(model.join("tokenizer.json")).map_err(e)?;
     tok.with_padding(None);
-    tok.with_truncation(None)?;
+    tok.with_truncation(None).map_err(e)?;
     let mut full = Vec::with_capacity(inputs.len());
     for t in inputs {
-        full.push(tok.encode(t.as_str(), true)?.len());
+        full.push(tok.encode(t.as_str(), true).map_err(e)?.len());
     }
     let cut: Vec<usize> = full.iter().map(|&n| n.min(max)).collect();
     let truncated = full.iter().filter(|&&n| n > max).count();

@@ -4,8 +4,8 @@
 //! and the MCP server) is one method here. It is usable embedded, without daemon or async
 //! runtime.
 
-mod compose;
 pub mod collections;
+mod compose;
 pub mod config;
 pub mod daemon;
 pub mod embedding;
@@ -58,6 +58,8 @@ pub struct Kb {
     bands: Mutex<Option<index::near_dup::BandIndex>>,
     /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
     vectors: vectors::engine::VectorEngine,
+    /// Models and the document index of collections (src/collections/engine.rs).
+    collection: collections::engine::CollectionState,
 }
 
 impl Kb {
@@ -109,6 +111,7 @@ impl Kb {
                 lexical,
                 bands: Mutex::new(None),
                 vectors: Default::default(),
+                collection: Default::default(),
             },
             !existed,
         ))
@@ -210,7 +213,7 @@ impl Kb {
             t.band_index = bands.as_ref();
             for p in prepared {
                 out.push(match p {
-                    Ok(PreparedWrite(p)) => Ok(writes::apply(&mut t, p)?),
+                    Ok(PreparedWrite(p)) => writes::apply(&mut t, p)?,
                     Err(e) => Err(e),
                 });
             }
@@ -555,6 +558,7 @@ impl Kb {
                 SectionRemoved => "section_removed",
                 DocumentChanged => "document_changed",
                 DocumentRemoved => "document_removed",
+                ModelsChanged => "models_changed",
             };
             out.push(ChangeEvent {
                 seq,

@@ -31,6 +31,12 @@ pub enum WriteOp {
     Unlearn {
         kbid: String,
     },
+    /// Create, update, edit a section of, or delete a document (collections).
+    EditDocument {
+        docid: String,
+        #[serde(flatten)]
+        edit: crate::collections::edit::DocEdit,
+    },
 }
 
 /// The result of one write.
@@ -40,6 +46,7 @@ pub enum WriteOutcome {
     Learned(LearnResult),
     Document(DocumentLearnResult),
     Unlearned(UnlearnResult),
+    Edited(crate::collections::edit::EditResult),
 }
 
 pub(crate) enum PreparedOp {
@@ -52,6 +59,11 @@ pub(crate) enum PreparedOp {
         sections: Vec<Prepared>,
     },
     Unlearn(String),
+    Edit {
+        docid: String,
+        edit: crate::collections::edit::DocEdit,
+        limits: Limits,
+    },
 }
 
 /// Validate a write without touching the store.
@@ -62,6 +74,9 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             crate::model::kbid::validate_kbid("kbid", &kbid)?;
             Ok(PreparedOp::Unlearn(kbid))
         }
+        WriteOp::EditDocument { docid, edit } => {
+            crate::collections::edit::prepare(docid, edit, limits)
+        }
         WriteOp::LearnDocument {
             docid,
             markdown,
@@ -71,61 +86,91 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             validate::validate_docid(&docid)?;
             let title =
                 validate::validate_line("title", title.as_deref(), validate::MAX_TITLE_CHARS)?;
-            let (front, body) = front_matter_split(&markdown)?;
+            let (front, body) =
+                text::frontmatter::split(&markdown).map_err(|e| KbError::invalid("content", e))?;
             let metadata = match metadata {
                 Some(serde_json::Value::Object(m)) => Some(m),
                 Some(serde_json::Value::Null) => Some(serde_json::Map::new()),
                 Some(_) => return Err(KbError::invalid("metadata", "must be a JSON object")),
                 None => front.map(|f| f.meta),
             };
-            let metadata = metadata.map(|m| validate::validate_metadata(&m)).transpose()?;
-            let sections = text::markdown::split_sections(body);
-            if sections.is_empty() {
-                return Err(KbError::invalid(
-                    "content",
-                    "has no sections (the document is empty)",
-                ));
-            }
-            let mut prepared = Vec::with_capacity(sections.len());
-            for (n, s) in sections.iter().enumerate() {
-                let req = LearnRequest {
-                    content: s.text.clone(),
-                    title: (!s.title.is_empty()).then(|| s.title.clone()),
-                    docid: Some(docid.clone()),
-                    ..Default::default()
-                };
-                let mut p = learn::prepare(req, limits).map_err(|e| match e {
-                    KbError::InvalidInput { field, message } => KbError::InvalidInput {
-                        message: format!(
-                            "section {n} (\"{}\"): {message}",
-                            text::preview(&s.title, 60)
-                        ),
-                        field,
-                    },
-                    other => other,
-                })?;
-                p.attach = false;
-                prepared.push(p);
-            }
-            let title = title.or_else(|| {
-                sections
-                    .iter()
-                    .find(|s| s.level > 0 && !s.title.is_empty())
-                    .map(|s| s.title.clone())
-            });
-            Ok(PreparedOp::Document {
-                docid,
-                title,
-                metadata,
-                sections: prepared,
-            })
+            let metadata = metadata
+                .map(|m| validate::validate_metadata(&m))
+                .transpose()?;
+            prepare_document(docid, body, title, metadata, limits)
         }
     }
 }
 
-/// Apply a validated write inside `t`. Only storage errors fail here (and fail the group).
-pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutcome> {
+/// Split a markdown body into its sections and prepare each as a member of `docid`.
+/// `title` defaults to the first heading.
+pub(crate) fn prepare_document(
+    docid: String,
+    body: &str,
+    title: Option<String>,
+    metadata: Option<String>,
+    limits: &Limits,
+) -> Result<PreparedOp> {
+    let sections = text::markdown::split_sections(body);
+    if sections.is_empty() {
+        return Err(KbError::invalid(
+            "content",
+            "has no sections (the document is empty)",
+        ));
+    }
+    let mut prepared = Vec::with_capacity(sections.len());
+    for (n, s) in sections.iter().enumerate() {
+        let req = LearnRequest {
+            content: s.text.clone(),
+            title: (!s.title.is_empty()).then(|| s.title.clone()),
+            docid: Some(docid.clone()),
+            ..Default::default()
+        };
+        let mut p = learn::prepare(req, limits).map_err(|e| match e {
+            KbError::InvalidInput { field, message } => KbError::InvalidInput {
+                message: format!(
+                    "section {n} (\"{}\"): {message}",
+                    text::preview(&s.title, 60)
+                ),
+                field,
+            },
+            other => other,
+        })?;
+        p.attach = false;
+        prepared.push(p);
+    }
+    let title = title.or_else(|| {
+        sections
+            .iter()
+            .find(|s| s.level > 0 && !s.title.is_empty())
+            .map(|s| s.title.clone())
+    });
+    Ok(PreparedOp::Document {
+        docid,
+        title,
+        metadata,
+        sections: prepared,
+    })
+}
+
+/// Apply a validated write inside `t`. The outer error is a storage failure (it fails the
+/// group); the inner one fails this write alone (edits find some errors only in the store,
+/// before writing anything).
+pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<WriteOutcome>> {
     match op {
+        PreparedOp::Edit {
+            docid,
+            edit,
+            limits,
+        } => crate::collections::edit::apply(t, docid, edit, &limits),
+        other => apply_prepared(t, other).map(Ok),
+    }
+}
+
+/// Apply a write that cannot fail on its own once prepared.
+pub(crate) fn apply_prepared(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutcome> {
+    match op {
+        PreparedOp::Edit { .. } => Err(KbError::Storage("edits go through writes::apply".into())),
         PreparedOp::Learn(p) => Ok(WriteOutcome::Learned(learn::apply(t, *p)?)),
         PreparedOp::Unlearn(kbid) => Ok(WriteOutcome::Unlearned(UnlearnResult {
             removed: crate::unlearn::remove_section(t, &kbid)?,
@@ -176,6 +221,7 @@ impl WriteOutcome {
         !matches!(
             self,
             WriteOutcome::Unlearned(UnlearnResult { removed: false, .. })
+                | WriteOutcome::Edited(crate::collections::edit::EditResult { changed: false, .. })
         )
     }
 
@@ -184,6 +230,11 @@ impl WriteOutcome {
         match self {
             WriteOutcome::Learned(r) if !r.skipped => r.vector_embedding_failed = failed,
             WriteOutcome::Document(r) if r.added > 0 => r.vector_embedding_failed = failed,
+            WriteOutcome::Edited(r) => {
+                if let Some(d) = r.document.as_mut().filter(|d| d.added > 0) {
+                    d.vector_embedding_failed = failed;
+                }
+            }
             _ => {}
         }
     }
@@ -193,15 +244,7 @@ impl WriteOutcome {
             WriteOutcome::Learned(r) => r.elapsed_ms = ms,
             WriteOutcome::Document(r) => r.elapsed_ms = ms,
             WriteOutcome::Unlearned(r) => r.elapsed_ms = ms,
+            WriteOutcome::Edited(r) => r.elapsed_ms = ms,
         }
     }
-}
-
-/// PENDING: replaced by text::frontmatter once it lands.
-struct PendingFrontMatter {
-    meta: serde_json::Map<String, serde_json::Value>,
-}
-
-fn front_matter_split(markdown: &str) -> Result<(Option<PendingFrontMatter>, &str)> {
-    Ok((None::<PendingFrontMatter>, markdown))
 }

@@ -192,6 +192,43 @@ holds them; with --db NEW the old folder is left untouched.")]
         old_dir: PathBuf,
     },
 
+    /// Collection models: load a TOML file of models, or show the loaded ones
+    #[command(after_help = "\
+Examples:
+  kbdb models load models.toml     (checked first: an invalid file changes nothing)
+  kbdb models show                 (the TOML; --format json adds the schema)
+
+The format is in docs/collections.md.")]
+    Models {
+        #[command(subcommand)]
+        action: ModelsAction,
+    },
+
+    /// Query documents by model and metadata
+    #[command(after_help = "\
+Examples:
+  kbdb query --model Story --where '{\"status\": \"ready\", \"points\": {\"$gte\": 3}}'
+  kbdb query --model Story --sort -meta.points --limit 5
+  kbdb query --model Epic --method count
+  kbdb query --json '{\"model\": \"Story\", \"where\": [{\"path\": \"meta.tags\", \"operator\": \"contains\", \"value\": \"auth\"}]}'
+
+Operators: $eq $neq $in $notIn $gt $lt $gte $lte $contains $startsWith $endsWith $regex $exists
+notExists (docs/collections.md).")]
+    Query(QueryArgs),
+
+    /// Validate documents against their models (one docid, a model, or all); exit 7 when any
+    /// document has errors
+    Validate {
+        /// A docid, a model name, or `all` (default)
+        target: Option<String>,
+    },
+
+    /// Create, update, edit a section of, show or delete a collection document
+    Doc {
+        #[command(subcommand)]
+        action: DocAction,
+    },
+
     /// Skills: reusable prompt templates with {{argument}} placeholders (MCP prompts)
     Skill {
         #[command(subcommand)]
@@ -373,6 +410,98 @@ pub struct SearchArgs {
     /// Only sections of this document
     #[arg(long)]
     pub docid: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsAction {
+    /// Replace the models with those of a TOML file
+    Load {
+        /// The models file
+        file: std::path::PathBuf,
+    },
+    /// Print the loaded models
+    Show,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct QueryArgs {
+    /// Only documents of this model
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Conditions as JSON: an object ({"status": "ready"}) or an array of {path, operator, value}
+    #[arg(long = "where", value_name = "JSON")]
+    pub where_: Option<String>,
+    /// Sort keys: meta.points, -meta.points (descending); repeat for more
+    #[arg(long)]
+    pub sort: Vec<String>,
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[arg(long)]
+    pub offset: Option<usize>,
+    /// fetchAll (default), first, last or count
+    #[arg(long)]
+    pub method: Option<String>,
+    /// What else to include, as JSON: {"sections": ["Acceptance Criteria"], "related": ["epic"]}
+    #[arg(long, value_name = "JSON")]
+    pub select: Option<String>,
+    /// The whole query as JSON (the MCP `query` input); other flags are added to it
+    #[arg(long, value_name = "JSON")]
+    pub json: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DocAction {
+    /// Create a document scaffolded from its model (docid: the model's folder + the title's slug)
+    Create {
+        #[arg(long)]
+        model: String,
+        #[arg(long)]
+        title: String,
+        /// Metadata as a JSON object, merged over the model's defaults
+        #[arg(long, value_name = "JSON")]
+        meta: Option<String>,
+        /// The markdown body (instead of the scaffold)
+        #[arg(long, conflicts_with = "file")]
+        content: Option<String>,
+        /// Read the body from a file
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// The docid to use
+        #[arg(long)]
+        docid: Option<String>,
+    },
+    /// Merge metadata into a document and/or replace its body or title
+    Update {
+        docid: String,
+        /// Metadata to merge, as a JSON object (a null value removes the key)
+        #[arg(long, value_name = "JSON")]
+        meta: Option<String>,
+        #[arg(long, conflicts_with = "file")]
+        content: Option<String>,
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Edit one section by its heading: replace, append, remove, insert_before, insert_after
+    Section {
+        docid: String,
+        /// The heading text (case-insensitive)
+        heading: String,
+        #[arg(long, value_parser = ["replace", "append", "remove", "insert_before", "insert_after"])]
+        action: String,
+        #[arg(long, conflicts_with = "file")]
+        content: Option<String>,
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+        /// Which one, when the heading appears more than once (1-based)
+        #[arg(long)]
+        occurrence: Option<usize>,
+    },
+    /// Show a document: metadata, model, outline and content
+    Show { docid: String },
+    /// Delete a document (its sections become collectable by gc)
+    Delete { docid: String },
 }
 
 #[derive(Debug, Subcommand)]

@@ -26,6 +26,14 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Init => init(&db, format),
         Command::Learn(args) => super::learn::run(&db, format, embedded, args),
         Command::Daemon { action } => daemon(&db, format, action),
+        Command::Models { action } => {
+            open(&db).and_then(|kb| super::collections::models(&kb, format, action))
+        }
+        Command::Query(a) => open(&db).and_then(|kb| super::collections::query(&kb, format, a)),
+        Command::Validate { target } => {
+            open(&db).and_then(|kb| super::collections::validate(&kb, format, target))
+        }
+        Command::Doc { action } => open(&db).and_then(|kb| super::collections::doc(&kb, format, action)),
         Command::Skill { action } => open(&db).and_then(|kb| super::skills::skill(&kb, format, action)),
         Command::Agent { action } => open(&db).and_then(|kb| super::skills::agent(&kb, format, action)),
         Command::Mcp => match &explicit_db {

@@ -2,6 +2,7 @@
 
 pub mod args;
 mod backend;
+mod collections;
 mod commands;
 mod learn;
 mod maintenance;

@@ -3,5 +3,8 @@
 //! filter and sort documents by metadata; validation reports where a document departs from its
 //! model; section edits change one section of a document. See docs/collections.md.
 
+pub mod edit;
+pub mod engine;
 pub mod index;
+pub mod model;
 pub mod query;

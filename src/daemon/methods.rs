@@ -31,7 +31,16 @@ impl From<KbError> for CallError {
 pub type CallResult = std::result::Result<Value, CallError>;
 
 /// Methods that change the store through the write group (the daemon batches these).
-pub const WRITE_METHODS: &[&str] = &["learn", "learn_many", "learn_document", "unlearn"];
+pub const WRITE_METHODS: &[&str] = &[
+    "learn",
+    "learn_many",
+    "learn_document",
+    "unlearn",
+    "create_document",
+    "update_document",
+    "update_section",
+    "delete_document",
+];
 
 /// Methods that only read: safe to retry after a lost connection.
 pub const IDEMPOTENT_METHODS: &[&str] = &[
@@ -52,6 +61,21 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
     "changes_since",
     "retrieve_many",
     "kbids_with_prefix",
+    "models_show",
+    "query",
+    "validate",
+    "list_collection",
+    "inspect",
+    "schema",
+    "model_info",
+    "toc",
+    "models_summary",
+    "primer",
+    "document_json",
+    "model_instance",
+    "section_by_heading",
+    "search_content",
+    "text_search",
 ];
 
 /// Methods that may run long; clients wait for them without a timeout.
@@ -166,9 +190,123 @@ pub fn error_from_object(o: &Value) -> KbError {
     }
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocidParam {
+    #[serde(alias = "pathId")]
+    docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateDocumentParams {
+    #[serde(alias = "pathId")]
+    docid: String,
+    #[serde(default)]
+    meta: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateSectionParams {
+    #[serde(alias = "pathId")]
+    docid: String,
+    heading: String,
+    action: String,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    occurrence: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelsLoadParams {
+    toml: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetParam {
+    #[serde(default)]
+    target: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListCollectionParams {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    prefix: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelParam {
+    model: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelInstanceParams {
+    model: String,
+    #[serde(alias = "pathId")]
+    docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SectionByHeadingParams {
+    #[serde(alias = "pathId")]
+    docid: String,
+    heading: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchContentParams {
+    pattern: String,
+    #[serde(default)]
+    model: Option<String>,
+}
+
 /// Parse a write method's parameters into write operations (one, or many for `learn_many`).
-pub fn write_ops(method: &str, p: Value) -> std::result::Result<Vec<WriteOp>, CallError> {
+pub fn write_ops(kb: &Kb, method: &str, p: Value) -> std::result::Result<Vec<WriteOp>, CallError> {
+    use crate::collections::edit::DocEdit;
     Ok(match method {
+        "create_document" => vec![kb.create_document_op(&params(p)?)?],
+        "update_document" => {
+            let p: UpdateDocumentParams = params(p)?;
+            vec![WriteOp::EditDocument {
+                docid: p.docid,
+                edit: DocEdit::Update {
+                    metadata: p.meta,
+                    body: p.content,
+                    title: p.title,
+                },
+            }]
+        }
+        "update_section" => {
+            let p: UpdateSectionParams = params(p)?;
+            vec![WriteOp::EditDocument {
+                docid: p.docid,
+                edit: DocEdit::Section {
+                    heading: p.heading,
+                    action: p.action,
+                    content: p.content,
+                    occurrence: p.occurrence,
+                },
+            }]
+        }
+        "delete_document" => vec![WriteOp::EditDocument {
+            docid: params::<DocidParam>(p)?.docid,
+            edit: DocEdit::Delete,
+        }],
         "learn" => vec![WriteOp::Learn(params(p)?)],
         "learn_many" => params::<LearnManyParams>(p)?
             .requests
@@ -192,7 +330,17 @@ pub fn write_ops(method: &str, p: Value) -> std::result::Result<Vec<WriteOp>, Ca
 }
 
 /// The JSON result of a write method from the outcomes of its operations.
-pub fn write_result(method: &str, outcomes: Vec<crate::Result<WriteOutcome>>) -> CallResult {
+pub fn write_result(
+    kb: &Kb,
+    method: &str,
+    outcomes: Vec<crate::Result<WriteOutcome>>,
+) -> CallResult {
+    if let Some(Ok(WriteOutcome::Edited(_))) = outcomes.first() {
+        let Some(Ok(WriteOutcome::Edited(r))) = outcomes.into_iter().next() else {
+            unreachable!("matched above");
+        };
+        return Ok(kb.edit_answer(r)?);
+    }
     if method == "learn_many" {
         return Ok(Value::Array(
             outcomes.into_iter().map(item_result).collect(),
@@ -209,9 +357,40 @@ pub fn write_result(method: &str, outcomes: Vec<crate::Result<WriteOutcome>>) ->
 pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> CallResult {
     match method {
         m if WRITE_METHODS.contains(&m) => {
-            let ops = write_ops(m, p)?;
-            write_result(m, kb.write_group(ops)?)
+            let ops = write_ops(kb, m, p)?;
+            write_result(kb, m, kb.write_group(ops)?)
         }
+        "models_load" => Ok(kb.models_load(&params::<ModelsLoadParams>(p)?.toml)?),
+        "models_show" => Ok(json!({
+            "toml": kb.models_toml()?,
+            "schema": kb.schema()?,
+        })),
+        "query" => Ok(kb.query(&(if p.is_null() { json!({}) } else { p }))?),
+        "validate" => Ok(kb.validate_documents(params::<TargetParam>(p)?.target.as_deref())?),
+        "list_collection" => {
+            let p: ListCollectionParams = params(p)?;
+            Ok(kb.list_collection(p.model.as_deref(), p.prefix.as_deref())?)
+        }
+        "inspect" => Ok(kb.inspect()?),
+        "schema" => Ok(kb.schema()?),
+        "model_info" => Ok(kb.model_info(&params::<ModelParam>(p)?.model)?),
+        "toc" => Ok(Value::String(kb.toc()?)),
+        "models_summary" => Ok(Value::String(kb.models_summary()?)),
+        "primer" => Ok(Value::String(kb.primer()?)),
+        "document_json" => Ok(kb.document_json(&params::<DocidParam>(p)?.docid)?),
+        "model_instance" => {
+            let p: ModelInstanceParams = params(p)?;
+            Ok(kb.model_instance(&p.model, &p.docid)?)
+        }
+        "section_by_heading" => {
+            let p: SectionByHeadingParams = params(p)?;
+            Ok(Value::String(kb.section_by_heading(&p.docid, &p.heading)?))
+        }
+        "search_content" => {
+            let p: SearchContentParams = params(p)?;
+            Ok(kb.search_content(&p.pattern, p.model.as_deref())?)
+        }
+        "text_search" => Ok(kb.text_search(&params(p)?)?),
         "retrieve" => {
             let p: RetrieveParams = params(p)?;
             to_value(kb.retrieve(p.kbid.as_deref(), p.docid.as_deref())?)
@@ -296,12 +475,6 @@ struct KbidsParam {
 struct NameOrKbid {
     name: Option<String>,
     kbid: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DocidParam {
-    docid: String,
 }
 
 #[derive(Deserialize)]

@@ -468,7 +468,7 @@ fn dispatch(
             Ok(json!({"subscribed": true}))
         }
         m if methods::WRITE_METHODS.contains(&m) => {
-            let ops = methods::write_ops(m, params)?;
+            let ops = methods::write_ops(&state.kb, m, params)?;
             state.kb.check_batch(ops.len())?;
             // Prepared here, on the client's thread, so the single writer only applies.
             let ops: Vec<Result<crate::PreparedWrite>> = ops
@@ -488,7 +488,7 @@ fn dispatch(
                 )));
             }
             match answer.recv() {
-                Ok(Ok(outcomes)) => methods::write_result(m, outcomes),
+                Ok(Ok(outcomes)) => methods::write_result(&state.kb, m, outcomes),
                 Ok(Err(msg)) => Err(CallError::Kb(KbError::Storage(msg))),
                 Err(_) => Err(CallError::Kb(KbError::Daemon(
                     "the writer stopped before answering".into(),

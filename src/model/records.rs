@@ -65,6 +65,8 @@ pub enum ChangeKind {
     SectionRemoved,
     DocumentChanged,
     DocumentRemoved,
+    /// The collection's models were replaced (id `models`).
+    ModelsChanged,
 }
 
 /// One entry of the change log that derived indexes replay.

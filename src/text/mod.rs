@@ -1,8 +1,10 @@
 //! Text handling: preprocessing before hashing, word tokens and shingles.
 
+pub mod frontmatter;
 pub mod markdown;
 pub mod markers;
 pub mod preprocess;
+pub mod section_edit;
 pub mod shingles;
 
 pub use preprocess::preprocess;

@@ -1,0 +1,275 @@
+//! `kbdb models`, `kbdb query`, `kbdb validate`, `kbdb doc`: collections from the terminal.
+//! Each builds the method's parameters, calls it, and prints JSON or a short text.
+
+use kbdb::KbError;
+use serde_json::{Value, json};
+
+use super::args::{DocAction, Format, ModelsAction, QueryArgs};
+use super::backend::Backend;
+use super::output::{EXIT_CHECK_FAILED, EXIT_OK, print_json, print_text};
+
+fn parse_json(field: &str, text: &str) -> Result<Value, KbError> {
+    serde_json::from_str(text)
+        .map_err(|e| KbError::invalid(field, format!("is not valid JSON: {e}")))
+}
+
+fn body(content: Option<String>, file: Option<std::path::PathBuf>) -> Result<Option<String>, KbError> {
+    match (content, file) {
+        (Some(c), _) => Ok(Some(c)),
+        (None, Some(f)) => std::fs::read_to_string(&f)
+            .map(Some)
+            .map_err(|e| KbError::io(format!("cannot read {}", f.display()), e)),
+        (None, None) => Ok(None),
+    }
+}
+
+pub fn models(kb: &Backend, format: Format, action: ModelsAction) -> Result<i32, KbError> {
+    match action {
+        ModelsAction::Load { file } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| KbError::io(format!("cannot read {}", file.display()), e))?;
+            let r = kb.call_json("models_load", json!({ "toml": text }))?;
+            match format {
+                Format::Json => print_json(&r, true),
+                Format::Text => {
+                    let mut out = String::from("models loaded:\n");
+                    for m in r["models"].as_array().into_iter().flatten() {
+                        out.push_str(&format!(
+                            "  {:<16} {} document(s)\n",
+                            m["name"].as_str().unwrap_or(""),
+                            m["documents"]
+                        ));
+                    }
+                    print_text(out.trim_end());
+                }
+            }
+        }
+        ModelsAction::Show => {
+            let r = kb.call_json("models_show", Value::Null)?;
+            match format {
+                Format::Json => print_json(&r, true),
+                Format::Text => print_text(
+                    r["toml"]
+                        .as_str()
+                        .unwrap_or("# no models loaded: every document is of the Base model"),
+                ),
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+pub fn query(kb: &Backend, format: Format, a: QueryArgs) -> Result<i32, KbError> {
+    let mut q = match &a.json {
+        Some(j) => parse_json("json", j)?,
+        None => json!({}),
+    };
+    if !q.is_object() {
+        return Err(KbError::invalid("json", "must be a JSON object"));
+    }
+    if let Some(m) = a.model {
+        q["model"] = json!(m);
+    }
+    if let Some(w) = &a.where_ {
+        q["where"] = parse_json("where", w)?;
+    }
+    if !a.sort.is_empty() {
+        q["sort"] = json!(a.sort);
+    }
+    if let Some(l) = a.limit {
+        q["limit"] = json!(l);
+    }
+    if let Some(o) = a.offset {
+        q["offset"] = json!(o);
+    }
+    if let Some(m) = a.method {
+        q["method"] = json!(m);
+    }
+    if let Some(s) = &a.select {
+        q["select"] = parse_json("select", s)?;
+    }
+    let r = kb.call_json("query", q)?;
+    if format == Format::Json {
+        print_json(&r, true);
+        return Ok(EXIT_OK);
+    }
+    let line = |d: &Value| {
+        format!(
+            "{}  {}  [{}]",
+            d["id"].as_str().unwrap_or(""),
+            d["title"].as_str().unwrap_or("(untitled)"),
+            d["model"].as_str().unwrap_or("")
+        )
+    };
+    let text = if let Some(n) = r.get("count") {
+        format!("{n} document(s)")
+    } else if let Some(one) = r.get("result") {
+        if one.is_null() {
+            "no document matches".to_string()
+        } else {
+            line(one)
+        }
+    } else {
+        let items: Vec<String> = r["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(line)
+            .collect();
+        format!("{}\n{} of {} matching", items.join("\n"), items.len(), r["total"])
+    };
+    print_text(text.trim());
+    Ok(EXIT_OK)
+}
+
+fn validation_text(v: &Value) -> String {
+    let mut out = format!(
+        "{} {} ({})",
+        if v["valid"] == json!(true) { "ok     " } else { "INVALID" },
+        v["docid"].as_str().unwrap_or(""),
+        v["model"].as_str().unwrap_or("")
+    );
+    for e in v["errors"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  error   {}: {}",
+            e["path"].as_str().unwrap_or(""),
+            e["message"].as_str().unwrap_or("")
+        ));
+    }
+    for w in v["warnings"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  warning {}: {}",
+            w["path"].as_str().unwrap_or(""),
+            w["message"].as_str().unwrap_or("")
+        ));
+    }
+    out
+}
+
+pub fn validate(kb: &Backend, format: Format, target: Option<String>) -> Result<i32, KbError> {
+    let r = kb.call_json("validate", json!({ "target": target }))?;
+    let all_valid = match r.get("results") {
+        Some(list) => r["invalid"] == json!(0) && list.is_array(),
+        None => r["valid"] == json!(true),
+    };
+    match format {
+        Format::Json => print_json(&r, true),
+        Format::Text => {
+            let text = match r.get("results") {
+                Some(list) => {
+                    let mut parts: Vec<String> = list
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(validation_text)
+                        .collect();
+                    parts.push(format!(
+                        "{} checked, {} valid, {} invalid",
+                        r["checked"], r["valid"], r["invalid"]
+                    ));
+                    parts.join("\n")
+                }
+                None => validation_text(&r),
+            };
+            print_text(&text);
+        }
+    }
+    Ok(if all_valid { EXIT_OK } else { EXIT_CHECK_FAILED })
+}
+
+pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbError> {
+    let r = match action {
+        DocAction::Create {
+            model,
+            title,
+            meta,
+            content,
+            file,
+            docid,
+        } => {
+            let mut p = json!({ "model": model, "title": title });
+            if let Some(m) = meta {
+                p["meta"] = parse_json("meta", &m)?;
+            }
+            if let Some(c) = body(content, file)? {
+                p["content"] = json!(c);
+            }
+            if let Some(d) = docid {
+                p["docid"] = json!(d);
+            }
+            kb.call_json("create_document", p)?
+        }
+        DocAction::Update {
+            docid,
+            meta,
+            content,
+            file,
+            title,
+        } => {
+            let mut p = json!({ "docid": docid });
+            if let Some(m) = meta {
+                p["meta"] = parse_json("meta", &m)?;
+            }
+            if let Some(c) = body(content, file)? {
+                p["content"] = json!(c);
+            }
+            if let Some(t) = title {
+                p["title"] = json!(t);
+            }
+            kb.call_json("update_document", p)?
+        }
+        DocAction::Section {
+            docid,
+            heading,
+            action,
+            content,
+            file,
+            occurrence,
+        } => {
+            let mut p = json!({ "docid": docid, "heading": heading, "action": action });
+            if let Some(c) = body(content, file)? {
+                p["content"] = json!(c);
+            }
+            if let Some(o) = occurrence {
+                p["occurrence"] = json!(o);
+            }
+            kb.call_json("update_section", p)?
+        }
+        DocAction::Show { docid } => {
+            let r = kb.call_json("document_json", json!({ "docid": docid }))?;
+            match format {
+                Format::Json => print_json(&r, true),
+                Format::Text => print_text(&format!(
+                    "{} ({})\nmeta: {}\n\n{}",
+                    r["id"].as_str().unwrap_or(""),
+                    r["model"].as_str().unwrap_or(""),
+                    r["meta"],
+                    r["content"].as_str().unwrap_or("").trim_end()
+                )),
+            }
+            return Ok(EXIT_OK);
+        }
+        DocAction::Delete { docid } => kb.call_json("delete_document", json!({ "docid": docid }))?,
+    };
+    match format {
+        Format::Json => print_json(&r, true),
+        Format::Text => {
+            let mut out = format!(
+                "{} {}{}",
+                r["action"].as_str().unwrap_or(""),
+                r["docid"].as_str().unwrap_or(""),
+                if r["changed"] == json!(false) {
+                    " (nothing changed)"
+                } else {
+                    ""
+                }
+            );
+            if let Some(v) = r.get("validation") {
+                out.push('\n');
+                out.push_str(&validation_text(v));
+            }
+            print_text(&out);
+        }
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,1937 @@
+//! The query engine for typed document collections: filter, sort and page document *views*.
+//!
+//! A view is a JSON object `{"id": docid, "title": string|null, "model": "Story", "meta": {…}}`
+//! where `meta` holds the document's front matter. This module is pure: it never touches the
+//! store; callers build the views (in docid order) and hand them to [`run`].
+//!
+//! # Query input
+//!
+//! [`QuerySpec::from_json`] parses the `query` tool input. Keys: `model`, `where`, `sort`,
+//! `limit`, `offset`, `method`; `select` and any other key are ignored (the caller handles
+//! `select`).
+//!
+//! - `model`: a model name. Only views whose `"model"` equals it, ignoring case, pass. Absent,
+//!   `null` or `""` means every model.
+//! - `where`, two forms, both meaning the AND of all their conditions:
+//!   - an array of `{"path": …, "operator": …, "value": …}`; `operator` may be written with or
+//!     without `$` (`eq` or `$eq`) and defaults to `eq`. An element without any of the keys
+//!     `path`, `operator`, `value` is read as an object of the second form.
+//!   - a MongoDB-style object whose keys are paths and whose values are a literal (means `$eq`),
+//!     an array (means `$in`) or an operator object such as `{"$gt": 5, "$lt": 9}` (several
+//!     operators on one key are ANDed). Only keys starting with `$` are operators: an object
+//!     value without `$` keys is a literal compared with `$eq`; mixing both is an error. To
+//!     compare with an array literally, write `{"$eq": [...]}`. `$and`/`$or` are not supported.
+//! - `sort`: a string `"meta.priority"` (ascending) or `"-meta.priority"` (descending; a leading
+//!   `+` means ascending), an array of such strings and/or `{"path": …, "direction": …}`
+//!   objects (direction `"asc"`/`"desc"`/`1`/`-1`, default ascending), a single
+//!   `{"path": …, "direction": …}` object, or an object `{"meta.priority": "desc", "title":
+//!   "asc"}`. **The object form sorts by its keys in alphabetical order**, not in the order
+//!   written (JSON objects are read into a sorted map); use an array to choose the key order.
+//! - `limit`: a whole number ≥ 0 (absent or `null`: no limit). The older string form
+//!   `"all"`, `"first"`, `"last"`, `"count"` selects the method instead (`"all"` = `fetchAll`);
+//!   it may not contradict an explicit `method`. A string of digits is read as a number.
+//! - `offset`: a whole number ≥ 0, default 0.
+//! - `method`: `fetchAll` (default; `all` is accepted), `first`, `last` or `count` (ignoring
+//!   ASCII case).
+//!
+//! # Paths
+//!
+//! `id`, `title` and `model` name the view's own fields; `meta.a.b.c` walks into the metadata
+//! (`meta` alone is the whole metadata object). Any other name is shorthand for a metadata
+//! field: `status` means `meta.status`, `a.b` means `meta.a.b`. A segment that is a whole
+//! number indexes an array (`meta.authors.0`); on an object it is an ordinary key. A path does
+//! not fan out over arrays: `meta.authors.name` is missing when `authors` is an array.
+//!
+//! # Matching semantics
+//!
+//! - A field is **missing** when its path does not resolve or resolves to JSON `null`.
+//! - Missing field: `$eq`, `$in`, `$gt`, `$gte`, `$lt`, `$lte`, `$contains`, `$startsWith`,
+//!   `$endsWith`, `$regex` are false; `$neq`, `$notIn` are true; `$exists: false` (=
+//!   `$notExists: true`) is true, `$exists: true` is false.
+//! - `null` as a value follows MongoDB: `$eq: null` matches exactly the missing fields
+//!   (same as `$exists: false`), `$neq: null` the present ones, and a `null` in an `$in`
+//!   list matches a missing field (in `$notIn`, excludes it).
+//! - Equality is deep JSON equality except that numbers compare by value: `1 == 1.0`.
+//! - `$eq v`: the field equals `v`, or the field is an array and an element equals `v`.
+//!   `$neq` is its negation.
+//! - `$in [..]`: the field, or any element of an array field, equals an item of the list.
+//!   `$notIn` is its negation.
+//! - `$contains v`: on a string field and a string `v`, substring; on an array field, an
+//!   element equals `v`; otherwise false.
+//! - `$gt $gte $lt $lte`: numbers numerically (integers and floats mixed), strings
+//!   lexicographically by bytes (so ISO-8601 dates compare correctly), booleans `false < true`.
+//!   Mismatched types (number vs string, …) are false, never an error. On an array field, true
+//!   when any element satisfies it.
+//! - `$startsWith $endsWith $regex`: on a string field; on an array field, any string element;
+//!   other types are false. `$regex` searches (unanchored; use `^…$` to anchor) with the Rust
+//!   `regex` syntax; inline flags such as `(?i)` work.
+//! - `$exists`: the field is present (not missing) — `true` or `false`.
+//! - Everything is case-sensitive (except the `model` filter and method/direction names).
+//!
+//! Value rules checked when parsing: `$in`/`$notIn` need an array; `$exists`/`$notExists` a
+//! boolean (in the array form it may be omitted, meaning `true`); `$startsWith`, `$endsWith`
+//! and `$regex` a string; `$gt $gte $lt $lte` a number, string or boolean. Regexes are compiled
+//! once, with a 1 MiB size limit so that hostile patterns fail cleanly.
+//!
+//! # Sorting and paging
+//!
+//! Sort keys apply in order. Missing values (absent or `null`) sort last in both directions.
+//! Values of different types order numbers < strings < booleans < arrays < objects (reversed
+//! when descending); arrays compare element by element, objects compare equal. The sort is
+//! stable: ties keep the input order (docid order).
+//!
+//! Then `offset` values are skipped and at most `limit` kept. `first` and `last` return the
+//! first and last view of that page (0 or 1 views); `count` counts every match and ignores
+//! `sort`, `limit` and `offset`. [`QueryOutcome::total_matched`] is always the number of
+//! matches before paging.
+//!
+//! # Errors
+//!
+//! A [`QueryError`] names the offending field (`where.meta.status`, `where[2]`, `sort[1]`,
+//! `limit`, …) and the rule, e.g. `where.meta.status: unknown operator "$equals" (one of $eq,
+//! $neq, …)`.
+
+use std::cmp::Ordering;
+
+use regex::{Regex, RegexBuilder};
+use serde_json::{Map, Number, Value};
+
+/// Compiled-size limit for `$regex` patterns (bytes).
+pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
+/// A query input that breaks a rule. `field` locates it (`where.meta.status`, `sort[1]`,
+/// `limit`, …); `message` says what is wrong and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct QueryError {
+    pub field: String,
+    pub message: String,
+}
+
+impl QueryError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        QueryError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A comparison operator of a `where` condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operator {
+    Eq,
+    Neq,
+    In,
+    NotIn,
+    Gt,
+    Lt,
+    Gte,
+    Lte,
+    Contains,
+    StartsWith,
+    EndsWith,
+    Regex,
+    Exists,
+    NotExists,
+}
+
+const OPERATOR_LIST: &str = "$eq, $neq, $in, $notIn, $gt, $lt, $gte, $lte, $contains, \
+                             $startsWith, $endsWith, $regex, $exists, $notExists";
+
+impl Operator {
+    /// Reads an operator name, with or without a leading `$`; `ne` and `nin` are aliases of
+    /// `neq` and `notIn`. Case-sensitive.
+    pub fn parse(name: &str) -> Option<Operator> {
+        let bare = name.strip_prefix('$').unwrap_or(name);
+        Some(match bare {
+            "eq" => Operator::Eq,
+            "neq" | "ne" => Operator::Neq,
+            "in" => Operator::In,
+            "notIn" | "nin" => Operator::NotIn,
+            "gt" => Operator::Gt,
+            "lt" => Operator::Lt,
+            "gte" => Operator::Gte,
+            "lte" => Operator::Lte,
+            "contains" => Operator::Contains,
+            "startsWith" => Operator::StartsWith,
+            "endsWith" => Operator::EndsWith,
+            "regex" => Operator::Regex,
+            "exists" => Operator::Exists,
+            "notExists" => Operator::NotExists,
+            _ => return None,
+        })
+    }
+
+    /// The canonical name, with `$`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operator::Eq => "$eq",
+            Operator::Neq => "$neq",
+            Operator::In => "$in",
+            Operator::NotIn => "$notIn",
+            Operator::Gt => "$gt",
+            Operator::Lt => "$lt",
+            Operator::Gte => "$gte",
+            Operator::Lte => "$lte",
+            Operator::Contains => "$contains",
+            Operator::StartsWith => "$startsWith",
+            Operator::EndsWith => "$endsWith",
+            Operator::Regex => "$regex",
+            Operator::Exists => "$exists",
+            Operator::NotExists => "$notExists",
+        }
+    }
+}
+
+/// Which top-level field of a view a path starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Root {
+    Id,
+    Title,
+    Model,
+    Meta,
+}
+
+impl Root {
+    fn key(self) -> &'static str {
+        match self {
+            Root::Id => "id",
+            Root::Title => "title",
+            Root::Model => "model",
+            Root::Meta => "meta",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Segment {
+    key: String,
+    index: Option<usize>,
+}
+
+/// A parsed field path, resolved by walking references (no allocation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldPath {
+    raw: String,
+    root: Root,
+    segments: Vec<Segment>,
+}
+
+impl FieldPath {
+    fn parse(raw: &str) -> Result<FieldPath, String> {
+        if raw.is_empty() {
+            return Err("empty path".to_string());
+        }
+        let mut parts = raw.split('.');
+        let first = parts.next().unwrap_or_default();
+        let (root, rest): (Root, Vec<&str>) = match first {
+            "id" => (Root::Id, parts.collect()),
+            "title" => (Root::Title, parts.collect()),
+            "model" => (Root::Model, parts.collect()),
+            "meta" => (Root::Meta, parts.collect()),
+            _ => (Root::Meta, raw.split('.').collect()),
+        };
+        if first.is_empty() || rest.iter().any(|s| s.is_empty()) {
+            return Err(format!("path \"{raw}\" has an empty segment"));
+        }
+        let segments = rest
+            .into_iter()
+            .map(|s| Segment {
+                key: s.to_string(),
+                index: if s.bytes().all(|b| b.is_ascii_digit()) {
+                    s.parse().ok()
+                } else {
+                    None
+                },
+            })
+            .collect();
+        Ok(FieldPath {
+            raw: raw.to_string(),
+            root,
+            segments,
+        })
+    }
+
+    /// The value at this path, `None` when missing (absent or `null`).
+    #[inline]
+    fn resolve<'v>(&self, view: &'v Value) -> Option<&'v Value> {
+        let mut cur = view.get(self.root.key())?;
+        for seg in &self.segments {
+            cur = match cur {
+                Value::Object(map) => map.get(seg.key.as_str())?,
+                Value::Array(items) => items.get(seg.index?)?,
+                _ => return None,
+            };
+        }
+        if cur.is_null() { None } else { Some(cur) }
+    }
+}
+
+/// The precompiled test of a condition.
+#[derive(Debug, Clone)]
+enum Test {
+    Eq(Value),
+    Neq(Value),
+    In { list: Vec<Value>, null: bool },
+    NotIn { list: Vec<Value>, null: bool },
+    Cmp(Operator, Value),
+    Contains(Value),
+    StartsWith(String),
+    EndsWith(String),
+    Regex(Regex),
+    Exists(bool),
+}
+
+/// One `where` condition: a path, an operator and a value, checked and precompiled.
+#[derive(Debug, Clone)]
+pub struct Condition {
+    path: FieldPath,
+    operator: Operator,
+    value: Value,
+    test: Test,
+}
+
+impl Condition {
+    /// Builds a condition. For `$exists`/`$notExists` the value must be a boolean. Errors are
+    /// located at `where.<path>`.
+    pub fn new(path: &str, operator: Operator, value: Value) -> Result<Condition, QueryError> {
+        let field = format!("where.{path}");
+        let path = FieldPath::parse(path).map_err(|m| QueryError::new(&field, m))?;
+        let op = operator.name();
+        let test = match operator {
+            Operator::Eq if value.is_null() => Test::Exists(false),
+            Operator::Neq if value.is_null() => Test::Exists(true),
+            Operator::Eq => Test::Eq(value.clone()),
+            Operator::Neq => Test::Neq(value.clone()),
+            Operator::In | Operator::NotIn => {
+                let Value::Array(items) = &value else {
+                    return Err(QueryError::new(
+                        field,
+                        format!("{op} needs an array of values, got {}", type_name(&value)),
+                    ));
+                };
+                let null = items.iter().any(Value::is_null);
+                let list = items.iter().filter(|v| !v.is_null()).cloned().collect();
+                if operator == Operator::In {
+                    Test::In { list, null }
+                } else {
+                    Test::NotIn { list, null }
+                }
+            }
+            Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => match &value {
+                Value::Number(_) | Value::String(_) | Value::Bool(_) => {
+                    Test::Cmp(operator, value.clone())
+                }
+                other => {
+                    return Err(QueryError::new(
+                        field,
+                        format!(
+                            "{op} needs a number, string or boolean, got {}",
+                            type_name(other)
+                        ),
+                    ));
+                }
+            },
+            Operator::Contains => Test::Contains(value.clone()),
+            Operator::StartsWith | Operator::EndsWith | Operator::Regex => {
+                let Value::String(s) = &value else {
+                    return Err(QueryError::new(
+                        field,
+                        format!("{op} needs a string, got {}", type_name(&value)),
+                    ));
+                };
+                match operator {
+                    Operator::StartsWith => Test::StartsWith(s.clone()),
+                    Operator::EndsWith => Test::EndsWith(s.clone()),
+                    _ => {
+                        let re = RegexBuilder::new(s)
+                            .size_limit(REGEX_SIZE_LIMIT)
+                            .dfa_size_limit(REGEX_SIZE_LIMIT)
+                            .build()
+                            .map_err(|e| {
+                                QueryError::new(&field, format!("invalid $regex {s:?}: {e}"))
+                            })?;
+                        Test::Regex(re)
+                    }
+                }
+            }
+            Operator::Exists | Operator::NotExists => {
+                // No value (or null) means `true`: `{path, operator: "notExists"}`.
+                let b = match value {
+                    Value::Null => Value::Bool(true),
+                    ref v => v.clone(),
+                };
+                let Value::Bool(b) = b else {
+                    return Err(QueryError::new(
+                        field,
+                        format!("{op} needs true or false, got {}", type_name(&value)),
+                    ));
+                };
+                Test::Exists(b == (operator == Operator::Exists))
+            }
+        };
+        Ok(Condition {
+            path,
+            operator,
+            value,
+            test,
+        })
+    }
+
+    /// The path as written (`status`, `meta.status`, …).
+    pub fn path(&self) -> &str {
+        &self.path.raw
+    }
+
+    pub fn operator(&self) -> Operator {
+        self.operator
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// Whether `view` satisfies this condition.
+    #[inline]
+    pub fn matches(&self, view: &Value) -> bool {
+        let field = self.path.resolve(view);
+        match &self.test {
+            Test::Exists(want) => field.is_some() == *want,
+            Test::Eq(x) => field.is_some_and(|v| equals_or_has(v, x)),
+            Test::Neq(x) => !field.is_some_and(|v| equals_or_has(v, x)),
+            Test::In { list, null } => match field {
+                None => *null,
+                Some(v) => in_list(v, list),
+            },
+            Test::NotIn { list, null } => match field {
+                None => !*null,
+                Some(v) => !in_list(v, list),
+            },
+            Test::Cmp(op, x) => field.is_some_and(|v| match v {
+                Value::Array(items) => items.iter().any(|e| compare_ok(*op, e, x)),
+                _ => compare_ok(*op, v, x),
+            }),
+            Test::Contains(x) => match field {
+                Some(Value::String(s)) => x.as_str().is_some_and(|x| s.contains(x)),
+                Some(Value::Array(items)) => items.iter().any(|e| values_equal(e, x)),
+                _ => false,
+            },
+            Test::StartsWith(p) => any_str(field, |s| s.starts_with(p.as_str())),
+            Test::EndsWith(p) => any_str(field, |s| s.ends_with(p.as_str())),
+            Test::Regex(re) => any_str(field, |s| re.is_match(s)),
+        }
+    }
+}
+
+/// One sort key: a path and a direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    path: FieldPath,
+    descending: bool,
+}
+
+impl SortKey {
+    /// Errors are located at `sort`.
+    pub fn new(path: &str, descending: bool) -> Result<SortKey, QueryError> {
+        let path = FieldPath::parse(path).map_err(|m| QueryError::new("sort", m))?;
+        Ok(SortKey { path, descending })
+    }
+
+    /// The path as written.
+    pub fn path(&self) -> &str {
+        &self.path.raw
+    }
+
+    pub fn descending(&self) -> bool {
+        self.descending
+    }
+}
+
+/// What the query returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Method {
+    #[default]
+    FetchAll,
+    First,
+    Last,
+    Count,
+}
+
+impl Method {
+    /// `fetchAll` (or `all`), `first`, `last`, `count`, ignoring ASCII case.
+    pub fn parse(name: &str) -> Option<Method> {
+        let m = |s: &str| name.eq_ignore_ascii_case(s);
+        if m("fetchAll") || m("all") {
+            Some(Method::FetchAll)
+        } else if m("first") {
+            Some(Method::First)
+        } else if m("last") {
+            Some(Method::Last)
+        } else if m("count") {
+            Some(Method::Count)
+        } else {
+            None
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::FetchAll => "fetchAll",
+            Method::First => "first",
+            Method::Last => "last",
+            Method::Count => "count",
+        }
+    }
+}
+
+/// A parsed query.
+#[derive(Debug, Clone, Default)]
+pub struct QuerySpec {
+    pub model: Option<String>,
+    pub conditions: Vec<Condition>,
+    pub sort: Vec<SortKey>,
+    pub limit: Option<usize>,
+    pub offset: usize,
+    pub method: Method,
+}
+
+impl QuerySpec {
+    /// Parses the `query` tool input (`model`, `where`, `sort`, `limit`, `offset`, `method`;
+    /// other keys such as `select` are ignored).
+    pub fn from_json(input: &Value) -> Result<QuerySpec, QueryError> {
+        let Value::Object(obj) = input else {
+            return Err(QueryError::new(
+                "query",
+                format!(
+                    "expected an object with model, where, sort, limit, offset, method; got {}",
+                    type_name(input)
+                ),
+            ));
+        };
+        let model = match obj.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(QueryError::new(
+                    "model",
+                    format!("expected a model name (string), got {}", type_name(other)),
+                ));
+            }
+        };
+        let conditions = match obj.get("where") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(w) => parse_where(w)?,
+        };
+        let sort = match obj.get("sort") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(s) => parse_sort(s)?,
+        };
+        let (limit, limit_method) = parse_limit(obj.get("limit"))?;
+        let offset = match obj.get("offset") {
+            None | Some(Value::Null) => 0,
+            Some(v) => parse_whole(v).ok_or_else(|| {
+                QueryError::new(
+                    "offset",
+                    format!("expected a whole number ≥ 0, got {}", describe(v)),
+                )
+            })?,
+        };
+        let method = match obj.get("method") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(Method::parse(s).ok_or_else(|| {
+                QueryError::new(
+                    "method",
+                    format!("unknown method {s:?} (one of fetchAll, first, last, count)"),
+                )
+            })?),
+            Some(other) => {
+                return Err(QueryError::new(
+                    "method",
+                    format!(
+                        "expected one of \"fetchAll\", \"first\", \"last\", \"count\", got {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        };
+        let method = match (method, limit_method) {
+            (Some(m), Some(l)) if m != l => {
+                return Err(QueryError::new(
+                    "limit",
+                    format!(
+                        "\"{}\" conflicts with method \"{}\"; give a number as limit",
+                        l.name(),
+                        m.name()
+                    ),
+                ));
+            }
+            (Some(m), _) | (None, Some(m)) => m,
+            (None, None) => Method::FetchAll,
+        };
+        Ok(QuerySpec {
+            model,
+            conditions,
+            sort,
+            limit,
+            offset,
+            method,
+        })
+    }
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueryOutcome<'a> {
+    /// `method: count`: the number of matching views.
+    Count(usize),
+    /// The selected views, in order (0 or 1 for `first`/`last`), and how many matched before
+    /// `offset`/`limit`.
+    Docs {
+        docs: Vec<&'a Value>,
+        total_matched: usize,
+    },
+}
+
+impl<'a> QueryOutcome<'a> {
+    /// How many views matched the model and conditions (before paging).
+    pub fn total_matched(&self) -> usize {
+        match self {
+            QueryOutcome::Count(n) => *n,
+            QueryOutcome::Docs { total_matched, .. } => *total_matched,
+        }
+    }
+
+    /// The selected views (empty for `Count`).
+    pub fn docs(&self) -> &[&'a Value] {
+        match self {
+            QueryOutcome::Count(_) => &[],
+            QueryOutcome::Docs { docs, .. } => docs,
+        }
+    }
+}
+
+/// Whether `view` satisfies every condition (AND; an empty list matches everything).
+#[inline]
+pub fn matches(view: &Value, conds: &[Condition]) -> bool {
+    conds.iter().all(|c| c.matches(view))
+}
+
+/// Runs a query over views given in docid order: model filter, conditions, sort, paging,
+/// method.
+pub fn run<'a>(views: impl IntoIterator<Item = &'a Value>, spec: &QuerySpec) -> QueryOutcome<'a> {
+    let model = spec.model.as_deref();
+    let passes = |v: &&'a Value| {
+        model.is_none_or(|m| {
+            v.get("model")
+                .and_then(Value::as_str)
+                .is_some_and(|vm| eq_ignore_case(vm, m))
+        }) && matches(v, &spec.conditions)
+    };
+    let iter = views.into_iter().filter(passes);
+    if spec.method == Method::Count {
+        return QueryOutcome::Count(iter.count());
+    }
+    let mut matched: Vec<&'a Value> = iter.collect();
+    let total = matched.len();
+    if !spec.sort.is_empty() && total > 1 {
+        matched = sorted(matched, &spec.sort);
+    }
+    let start = spec.offset.min(total);
+    let end = spec
+        .limit
+        .map_or(total, |l| start.saturating_add(l).min(total));
+    let page = &matched[start..end];
+    let docs = match spec.method {
+        Method::First => page.first().copied().into_iter().collect(),
+        Method::Last => page.last().copied().into_iter().collect(),
+        _ => {
+            matched.truncate(end);
+            matched.drain(..start);
+            matched
+        }
+    };
+    QueryOutcome::Docs {
+        docs,
+        total_matched: total,
+    }
+}
+
+fn sorted<'a>(matched: Vec<&'a Value>, keys: &[SortKey]) -> Vec<&'a Value> {
+    let k = keys.len();
+    let resolved: Vec<Option<&Value>> = matched
+        .iter()
+        .flat_map(|v| keys.iter().map(move |key| key.path.resolve(v)))
+        .collect();
+    let mut order: Vec<usize> = (0..matched.len()).collect();
+    // `sort_by` is stable, and `order` starts in input order: ties keep the input order.
+    order.sort_by(|&i, &j| {
+        for (s, key) in keys.iter().enumerate() {
+            let ord = match (resolved[i * k + s], resolved[j * k + s]) {
+                (None, None) => Ordering::Equal,
+                (None, Some(_)) => Ordering::Greater,
+                (Some(_), None) => Ordering::Less,
+                (Some(a), Some(b)) => {
+                    let o = total_cmp(a, b);
+                    if key.descending { o.reverse() } else { o }
+                }
+            };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    });
+    order.into_iter().map(|i| matched[i]).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsing helpers
+// ---------------------------------------------------------------------------------------------
+
+fn parse_where(w: &Value) -> Result<Vec<Condition>, QueryError> {
+    let mut out = Vec::new();
+    match w {
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                parse_array_condition(i, item, &mut out)?;
+            }
+        }
+        Value::Object(map) => parse_where_object(map, &mut out)?,
+        other => {
+            return Err(QueryError::new(
+                "where",
+                format!(
+                    "expected an array of {{path, operator, value}} or an object of \
+                     path: value, got {}",
+                    type_name(other)
+                ),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_array_condition(
+    i: usize,
+    item: &Value,
+    out: &mut Vec<Condition>,
+) -> Result<(), QueryError> {
+    let at = format!("where[{i}]");
+    let Value::Object(map) = item else {
+        return Err(QueryError::new(
+            at,
+            format!(
+                "expected a condition {{path, operator, value}}, got {}",
+                type_name(item)
+            ),
+        ));
+    };
+    if !["path", "operator", "value"]
+        .iter()
+        .any(|k| map.contains_key(*k))
+    {
+        return parse_where_object(map, out);
+    }
+    if let Some(key) = map
+        .keys()
+        .find(|k| !matches!(k.as_str(), "path" | "operator" | "value"))
+    {
+        return Err(QueryError::new(
+            at,
+            format!("unknown key {key:?} in condition (expected path, operator, value)"),
+        ));
+    }
+    let path = match map.get("path") {
+        Some(Value::String(p)) => p.as_str(),
+        Some(other) => {
+            return Err(QueryError::new(
+                at,
+                format!("\"path\" must be a string, got {}", type_name(other)),
+            ));
+        }
+        None => return Err(QueryError::new(at, "condition has no \"path\"")),
+    };
+    let field = format!("where.{path}");
+    let operator = match map.get("operator") {
+        None | Some(Value::Null) => Operator::Eq,
+        Some(Value::String(name)) => {
+            Operator::parse(name).ok_or_else(|| unknown_op(&field, name))?
+        }
+        Some(other) => {
+            return Err(QueryError::new(
+                field,
+                format!("\"operator\" must be a string, got {}", type_name(other)),
+            ));
+        }
+    };
+    let value = match (map.get("value"), operator) {
+        (Some(v), _) => v.clone(),
+        (None, Operator::Exists | Operator::NotExists) => Value::Bool(true),
+        (None, op) => {
+            return Err(QueryError::new(
+                field,
+                format!("condition with {} has no \"value\"", op.name()),
+            ));
+        }
+    };
+    out.push(Condition::new(path, operator, value)?);
+    Ok(())
+}
+
+fn parse_where_object(
+    map: &Map<String, Value>,
+    out: &mut Vec<Condition>,
+) -> Result<(), QueryError> {
+    for (path, v) in map {
+        let field = format!("where.{path}");
+        if path.starts_with('$') {
+            return Err(QueryError::new(
+                field,
+                "logical operators ($and, $or, …) are not supported; \
+                 the conditions of `where` are always ANDed",
+            ));
+        }
+        match v {
+            Value::Array(_) => out.push(Condition::new(path, Operator::In, v.clone())?),
+            Value::Object(ops) if ops.keys().any(|k| k.starts_with('$')) => {
+                if let Some(plain) = ops.keys().find(|k| !k.starts_with('$')) {
+                    return Err(QueryError::new(
+                        field,
+                        format!(
+                            "operator object mixes operators and the plain key {plain:?} \
+                             (use {{\"$eq\": {{…}}}} to compare with an object)"
+                        ),
+                    ));
+                }
+                for (name, value) in ops {
+                    let op = Operator::parse(name).ok_or_else(|| unknown_op(&field, name))?;
+                    out.push(Condition::new(path, op, value.clone())?);
+                }
+            }
+            _ => out.push(Condition::new(path, Operator::Eq, v.clone())?),
+        }
+    }
+    Ok(())
+}
+
+fn unknown_op(field: &str, name: &str) -> QueryError {
+    QueryError::new(
+        field,
+        format!("unknown operator {name:?} (one of {OPERATOR_LIST})"),
+    )
+}
+
+fn parse_sort(s: &Value) -> Result<Vec<SortKey>, QueryError> {
+    match s {
+        Value::String(spec) => Ok(vec![sort_from_str("sort", spec)?]),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let at = format!("sort[{i}]");
+                match item {
+                    Value::String(spec) => sort_from_str(&at, spec),
+                    Value::Object(map) => sort_from_path_object(&at, map),
+                    other => Err(QueryError::new(
+                        at,
+                        format!(
+                            "expected \"path\", \"-path\" or {{path, direction}}, got {}",
+                            type_name(other)
+                        ),
+                    )),
+                }
+            })
+            .collect(),
+        Value::Object(map) => {
+            // A single {path, direction} object, recognised by a "path" key whose value is not
+            // a direction.
+            if map.get("path").is_some_and(|p| {
+                p.as_str()
+                    .is_some_and(|p| parse_direction(&Value::from(p)).is_none())
+            }) {
+                return Ok(vec![sort_from_path_object("sort", map)?]);
+            }
+            map.iter()
+                .map(|(path, dir)| {
+                    let at = format!("sort.{path}");
+                    let descending = parse_direction(dir).ok_or_else(|| bad_direction(&at, dir))?;
+                    let path = FieldPath::parse(path).map_err(|m| QueryError::new(&at, m))?;
+                    Ok(SortKey { path, descending })
+                })
+                .collect()
+        }
+        other => Err(QueryError::new(
+            "sort",
+            format!(
+                "expected \"path\", \"-path\", an array of those or of {{path, direction}}, or \
+                 an object of path: \"asc\"|\"desc\"; got {}",
+                type_name(other)
+            ),
+        )),
+    }
+}
+
+fn sort_from_str(at: &str, spec: &str) -> Result<SortKey, QueryError> {
+    let spec = spec.trim();
+    let (path, descending) = if let Some(p) = spec.strip_prefix('-') {
+        (p, true)
+    } else if let Some(p) = spec.strip_prefix('+') {
+        (p, false)
+    } else {
+        (spec, false)
+    };
+    let path = FieldPath::parse(path).map_err(|m| QueryError::new(at, m))?;
+    Ok(SortKey { path, descending })
+}
+
+fn sort_from_path_object(at: &str, map: &Map<String, Value>) -> Result<SortKey, QueryError> {
+    if let Some(key) = map
+        .keys()
+        .find(|k| !matches!(k.as_str(), "path" | "direction"))
+    {
+        return Err(QueryError::new(
+            at,
+            format!("unknown key {key:?} in sort key (expected path, direction)"),
+        ));
+    }
+    let path = match map.get("path") {
+        Some(Value::String(p)) => p,
+        Some(other) => {
+            return Err(QueryError::new(
+                at,
+                format!("\"path\" must be a string, got {}", type_name(other)),
+            ));
+        }
+        None => return Err(QueryError::new(at, "sort key has no \"path\"")),
+    };
+    let descending = match map.get("direction") {
+        None | Some(Value::Null) => false,
+        Some(d) => parse_direction(d).ok_or_else(|| bad_direction(at, d))?,
+    };
+    let path = FieldPath::parse(path).map_err(|m| QueryError::new(at, m))?;
+    Ok(SortKey { path, descending })
+}
+
+/// `Some(true)` for descending.
+fn parse_direction(d: &Value) -> Option<bool> {
+    match d {
+        Value::String(s) => {
+            let s = s.trim();
+            if s.eq_ignore_ascii_case("asc") || s.eq_ignore_ascii_case("ascending") {
+                Some(false)
+            } else if s.eq_ignore_ascii_case("desc") || s.eq_ignore_ascii_case("descending") {
+                Some(true)
+            } else {
+                None
+            }
+        }
+        Value::Number(n) => match n.as_f64() {
+            Some(1.0) => Some(false),
+            Some(-1.0) => Some(true),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn bad_direction(at: &str, d: &Value) -> QueryError {
+    QueryError::new(
+        at,
+        format!(
+            "direction must be \"asc\", \"desc\", 1 or -1, got {}",
+            describe(d)
+        ),
+    )
+}
+
+fn parse_limit(v: Option<&Value>) -> Result<(Option<usize>, Option<Method>), QueryError> {
+    let bad = |v: &Value| {
+        QueryError::new(
+            "limit",
+            format!(
+                "expected a whole number ≥ 0 or one of \"all\", \"first\", \"last\", \"count\"; \
+                 got {}",
+                describe(v)
+            ),
+        )
+    };
+    match v {
+        None | Some(Value::Null) => Ok((None, None)),
+        Some(text @ Value::String(s)) if !s.trim().is_empty() && !is_digits(s.trim()) => {
+            let m = Method::parse(s.trim()).ok_or_else(|| bad(text))?;
+            Ok((None, Some(m)))
+        }
+        Some(other) => Ok((Some(parse_whole(other).ok_or_else(|| bad(other))?), None)),
+    }
+}
+
+fn is_digits(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A whole number ≥ 0: a JSON integer, an integral float, or a string of digits. Saturates at
+/// `usize::MAX`.
+fn parse_whole(v: &Value) -> Option<usize> {
+    match v {
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                Some(usize::try_from(u).unwrap_or(usize::MAX))
+            } else if n.is_i64() {
+                None
+            } else {
+                let f = n.as_f64()?;
+                if f < 0.0 || f.fract() != 0.0 {
+                    None
+                } else if f >= usize::MAX as f64 {
+                    Some(usize::MAX)
+                } else {
+                    Some(f as usize)
+                }
+            }
+        }
+        Value::String(s) if is_digits(s.trim()) => {
+            Some(s.trim().parse::<usize>().unwrap_or(usize::MAX))
+        }
+        _ => None,
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A short rendering of a scalar value for messages, or its type.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Number(_) | Value::Bool(_) | Value::Null => v.to_string(),
+        Value::String(s) if s.chars().count() <= 40 => format!("{s:?}"),
+        _ => type_name(v).to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Evaluation helpers (no allocation)
+// ---------------------------------------------------------------------------------------------
+
+/// Unicode case-insensitive equality without allocating.
+fn eq_ignore_case(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+        || (!a.is_ascii() || !b.is_ascii())
+            && a.chars()
+                .flat_map(char::to_lowercase)
+                .eq(b.chars().flat_map(char::to_lowercase))
+}
+
+fn num_cmp(a: &Number, b: &Number) -> Ordering {
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        return x.cmp(&y);
+    }
+    if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+        return x.cmp(&y);
+    }
+    if !a.is_f64() && !b.is_f64() {
+        // Both integers, one above i64::MAX and the other negative.
+        return if a.is_u64() {
+            Ordering::Greater
+        } else {
+            Ordering::Less
+        };
+    }
+    let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));
+    x.partial_cmp(&y).unwrap_or(Ordering::Equal)
+}
+
+/// Deep equality where numbers compare by value (`1 == 1.0`).
+fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => num_cmp(x, y) == Ordering::Equal,
+        (Value::String(x), Value::String(y)) => x == y,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        (Value::Null, Value::Null) => true,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| values_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, p)| y.get(k).is_some_and(|q| values_equal(p, q)))
+        }
+        _ => false,
+    }
+}
+
+/// The field equals `x`, or is an array with an element equal to `x`.
+#[inline]
+fn equals_or_has(field: &Value, x: &Value) -> bool {
+    values_equal(field, x)
+        || matches!(field, Value::Array(items) if items.iter().any(|e| values_equal(e, x)))
+}
+
+#[inline]
+fn in_list(field: &Value, list: &[Value]) -> bool {
+    list.iter().any(|x| equals_or_has(field, x))
+}
+
+/// Same-type comparison of scalars; `None` for mismatched or non-scalar types.
+fn scalar_cmp(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Some(num_cmp(x, y)),
+        (Value::String(x), Value::String(y)) => Some(x.as_str().cmp(y.as_str())),
+        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        _ => None,
+    }
+}
+
+#[inline]
+fn compare_ok(op: Operator, field: &Value, x: &Value) -> bool {
+    let Some(ord) = scalar_cmp(field, x) else {
+        return false;
+    };
+    match op {
+        Operator::Gt => ord == Ordering::Greater,
+        Operator::Gte => ord != Ordering::Less,
+        Operator::Lt => ord == Ordering::Less,
+        Operator::Lte => ord != Ordering::Greater,
+        _ => false,
+    }
+}
+
+/// `pred` holds for a string field, or for any string element of an array field.
+#[inline]
+fn any_str(field: Option<&Value>, pred: impl Fn(&str) -> bool) -> bool {
+    match field {
+        Some(Value::String(s)) => pred(s),
+        Some(Value::Array(items)) => items.iter().any(|e| e.as_str().is_some_and(&pred)),
+        _ => false,
+    }
+}
+
+fn type_rank(v: &Value) -> u8 {
+    match v {
+        Value::Number(_) => 0,
+        Value::String(_) => 1,
+        Value::Bool(_) => 2,
+        Value::Array(_) => 3,
+        Value::Object(_) => 4,
+        Value::Null => 5,
+    }
+}
+
+/// The sort order of present values: numbers < strings < booleans < arrays < objects.
+fn total_cmp(a: &Value, b: &Value) -> Ordering {
+    if let Some(o) = scalar_cmp(a, b) {
+        return o;
+    }
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => {
+            for (p, q) in x.iter().zip(y) {
+                let o = total_cmp(p, q);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            x.len().cmp(&y.len())
+        }
+        _ => type_rank(a).cmp(&type_rank(b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn view(id: u64, title: Option<&str>, meta: Value) -> Value {
+        json!({"id": id, "title": title, "model": "Story", "meta": meta})
+    }
+
+    fn cond(path: &str, op: &str, value: Value) -> Condition {
+        Condition::new(path, Operator::parse(op).unwrap(), value).unwrap()
+    }
+
+    /// Whether `meta` (as a view's metadata) satisfies `path op value`.
+    fn m(meta: Value, path: &str, op: &str, value: Value) -> bool {
+        cond(path, op, value).matches(&view(1, Some("T"), meta))
+    }
+
+    fn spec(input: Value) -> QuerySpec {
+        QuerySpec::from_json(&input).unwrap()
+    }
+
+    fn err(input: Value) -> String {
+        QuerySpec::from_json(&input).unwrap_err().to_string()
+    }
+
+    fn ids(outcome: &QueryOutcome) -> Vec<u64> {
+        outcome
+            .docs()
+            .iter()
+            .map(|v| v["id"].as_u64().unwrap())
+            .collect()
+    }
+
+    fn corpus() -> Vec<Value> {
+        vec![
+            view(
+                1,
+                Some("Alpha"),
+                json!({"status": "open", "priority": 2, "tags": ["a", "b"], "due": "2024-03-01"}),
+            ),
+            view(
+                2,
+                Some("Beta"),
+                json!({"status": "done", "priority": 1, "tags": ["b"], "due": "2024-01-15"}),
+            ),
+            view(3, None, json!({"status": "open", "priority": 3})),
+            view(
+                4,
+                Some("Delta"),
+                json!({"status": "open", "priority": 2, "tags": [], "due": "2023-12-31"}),
+            ),
+            json!({"id": 5, "title": "Epic", "model": "Epic", "meta": {"status": "open", "priority": 9}}),
+        ]
+    }
+
+    fn query<'a>(views: &'a [Value], input: Value) -> QueryOutcome<'a> {
+        run(views, &spec(input))
+    }
+
+    // --- operators on scalars -----------------------------------------------------------------
+
+    #[test]
+    fn eq_and_neq_on_scalars() {
+        assert!(m(json!({"s": "open"}), "s", "$eq", json!("open")));
+        assert!(!m(json!({"s": "open"}), "s", "eq", json!("Open")));
+        assert!(m(json!({"n": 1}), "n", "$eq", json!(1.0)));
+        assert!(m(json!({"n": 2.5}), "n", "$eq", json!(2.5)));
+        assert!(m(json!({"b": true}), "b", "$eq", json!(true)));
+        assert!(m(json!({"o": {"x": 1}}), "o", "$eq", json!({"x": 1.0})));
+        assert!(!m(
+            json!({"o": {"x": 1}}),
+            "o",
+            "$eq",
+            json!({"x": 1, "y": 2})
+        ));
+        assert!(m(json!({"s": "open"}), "s", "$neq", json!("done")));
+        assert!(!m(json!({"s": "open"}), "s", "$neq", json!("open")));
+        assert!(!m(json!({"n": 1}), "n", "$ne", json!(1.0)));
+    }
+
+    #[test]
+    fn in_and_not_in_on_scalars() {
+        assert!(m(json!({"s": "a"}), "s", "$in", json!(["a", "b"])));
+        assert!(!m(json!({"s": "c"}), "s", "$in", json!(["a", "b"])));
+        assert!(m(json!({"n": 2}), "n", "$in", json!([1, 2.0])));
+        assert!(m(json!({"s": "c"}), "s", "$notIn", json!(["a", "b"])));
+        assert!(!m(json!({"s": "a"}), "s", "$nin", json!(["a", "b"])));
+        assert!(!m(json!({"s": "a"}), "s", "$in", json!([])));
+        assert!(m(json!({"s": "a"}), "s", "$notIn", json!([])));
+    }
+
+    #[test]
+    fn comparisons_on_scalars() {
+        let n = json!({"n": 5, "f": 2.5, "s": "2024-03-01", "b": true});
+        assert!(m(n.clone(), "n", "$gt", json!(4)));
+        assert!(m(n.clone(), "n", "$gt", json!(4.5)));
+        assert!(!m(n.clone(), "n", "$gt", json!(5)));
+        assert!(m(n.clone(), "n", "$gte", json!(5.0)));
+        assert!(m(n.clone(), "n", "$lt", json!(6)));
+        assert!(!m(n.clone(), "n", "$lt", json!(5)));
+        assert!(m(n.clone(), "n", "$lte", json!(5)));
+        assert!(m(n.clone(), "f", "$lt", json!(3)));
+        assert!(m(n.clone(), "f", "$gt", json!(2)));
+        assert!(m(n.clone(), "s", "$gt", json!("2024-02-29")));
+        assert!(m(n.clone(), "s", "$lt", json!("2024-12-01")));
+        assert!(m(n.clone(), "s", "$gte", json!("2024-03-01")));
+        assert!(!m(n.clone(), "s", "$lt", json!("2024-03-01")));
+        assert!(m(n.clone(), "b", "$gt", json!(false)));
+        assert!(!m(n.clone(), "b", "$lt", json!(true)));
+        assert!(m(n, "b", "$lte", json!(true)));
+        // large integers keep exact order
+        assert!(m(json!({"n": u64::MAX}), "n", "$gt", json!(u64::MAX - 1)));
+        assert!(m(json!({"n": -1}), "n", "$lt", json!(u64::MAX)));
+    }
+
+    #[test]
+    fn string_operators_on_scalars() {
+        let s = json!({"s": "Hello world"});
+        assert!(m(s.clone(), "s", "$contains", json!("lo wo")));
+        assert!(!m(s.clone(), "s", "$contains", json!("hello")));
+        assert!(m(s.clone(), "s", "$startsWith", json!("Hello")));
+        assert!(!m(s.clone(), "s", "$startsWith", json!("world")));
+        assert!(m(s.clone(), "s", "$endsWith", json!("world")));
+        assert!(!m(s.clone(), "s", "$endsWith", json!("Hello")));
+        assert!(m(s.clone(), "s", "$regex", json!("^H.*d$")));
+        assert!(m(s.clone(), "s", "$regex", json!("o w")));
+        assert!(!m(s.clone(), "s", "$regex", json!("^world")));
+        assert!(m(s, "s", "$regex", json!("(?i)^hello")));
+    }
+
+    #[test]
+    fn exists_and_not_exists() {
+        let s = json!({"s": "x", "z": 0, "e": "", "n": null});
+        assert!(m(s.clone(), "s", "$exists", json!(true)));
+        assert!(m(s.clone(), "z", "$exists", json!(true)));
+        assert!(m(s.clone(), "e", "$exists", json!(true)));
+        assert!(!m(s.clone(), "s", "$exists", json!(false)));
+        assert!(m(s.clone(), "q", "$exists", json!(false)));
+        assert!(
+            m(s.clone(), "n", "$exists", json!(false)),
+            "null is missing"
+        );
+        assert!(m(s.clone(), "q", "$notExists", json!(true)));
+        assert!(!m(s.clone(), "s", "notExists", json!(true)));
+        assert!(m(s, "s", "$notExists", json!(false)));
+    }
+
+    // --- operators on arrays ------------------------------------------------------------------
+
+    #[test]
+    fn operators_on_arrays() {
+        let t = json!({"tags": ["a", "b"], "nums": [1, 5, 9], "dates": ["2024-01-01", "2025-06-01"], "mixed": [1, "x", true]});
+        // $eq: whole array or any element
+        assert!(m(t.clone(), "tags", "$eq", json!("a")));
+        assert!(m(t.clone(), "tags", "$eq", json!(["a", "b"])));
+        assert!(!m(t.clone(), "tags", "$eq", json!(["b", "a"])));
+        assert!(!m(t.clone(), "tags", "$eq", json!("c")));
+        assert!(m(t.clone(), "nums", "$eq", json!(5.0)));
+        // $neq: negation
+        assert!(!m(t.clone(), "tags", "$neq", json!("a")));
+        assert!(!m(t.clone(), "tags", "$neq", json!(["a", "b"])));
+        assert!(m(t.clone(), "tags", "$neq", json!("c")));
+        // $in / $notIn
+        assert!(m(t.clone(), "tags", "$in", json!(["x", "b"])));
+        assert!(m(t.clone(), "tags", "$in", json!([["a", "b"]])));
+        assert!(!m(t.clone(), "tags", "$in", json!(["x", "y"])));
+        assert!(m(t.clone(), "tags", "$notIn", json!(["x", "y"])));
+        assert!(!m(t.clone(), "tags", "$notIn", json!(["b"])));
+        // $contains: element equality
+        assert!(m(t.clone(), "tags", "$contains", json!("a")));
+        assert!(!m(t.clone(), "tags", "$contains", json!("ab")));
+        assert!(m(t.clone(), "nums", "$contains", json!(9.0)));
+        // comparisons: any element
+        assert!(m(t.clone(), "nums", "$gt", json!(8)));
+        assert!(!m(t.clone(), "nums", "$gt", json!(9)));
+        assert!(m(t.clone(), "nums", "$lt", json!(2)));
+        assert!(m(t.clone(), "nums", "$gte", json!(9)));
+        assert!(m(t.clone(), "nums", "$lte", json!(1)));
+        assert!(m(t.clone(), "dates", "$gt", json!("2025-01-01")));
+        assert!(m(t.clone(), "mixed", "$gt", json!(0)));
+        assert!(m(t.clone(), "mixed", "$gt", json!("w")));
+        // string operators: any string element
+        assert!(m(t.clone(), "dates", "$startsWith", json!("2025")));
+        assert!(m(t.clone(), "dates", "$endsWith", json!("06-01")));
+        assert!(m(t.clone(), "dates", "$regex", json!("^2024-")));
+        assert!(!m(t.clone(), "nums", "$regex", json!("1")));
+        assert!(m(t.clone(), "mixed", "$startsWith", json!("x")));
+        // $exists on an empty array: present
+        assert!(m(json!({"e": []}), "e", "$exists", json!(true)));
+        assert!(!m(json!({"e": []}), "e", "$eq", json!("a")));
+        assert!(m(json!({"e": []}), "e", "$eq", json!([])));
+        assert!(!m(t, "tags", "$contains", json!(["a"])));
+    }
+
+    // --- paths --------------------------------------------------------------------------------
+
+    #[test]
+    fn nested_paths_and_array_indexes() {
+        let v = view(
+            7,
+            Some("Nested"),
+            json!({"a": {"b": {"c": 42}}, "authors": [{"name": "Ann"}, {"name": "Bob"}],
+                   "grid": [[1, 2], [3, 4]], "obj": {"0": "zero"}}),
+        );
+        let t = |p: &str, op: &str, val: Value| cond(p, op, val).matches(&v);
+        assert!(t("meta.a.b.c", "$eq", json!(42)));
+        assert!(t("a.b.c", "$eq", json!(42)), "bare dotted name means meta");
+        assert!(t("meta.a.b", "$eq", json!({"c": 42})));
+        assert!(t("meta.authors.1.name", "$eq", json!("Bob")));
+        assert!(t("authors.0.name", "$startsWith", json!("A")));
+        assert!(t("meta.grid.1.0", "$eq", json!(3)));
+        assert!(
+            t("meta.obj.0", "$eq", json!("zero")),
+            "numeric key on an object"
+        );
+        assert!(!t("meta.authors.2.name", "$exists", json!(true)));
+        assert!(
+            !t("meta.authors.name", "$exists", json!(true)),
+            "no fan-out"
+        );
+        assert!(!t("meta.a.b.c.d", "$exists", json!(true)));
+        assert!(!t("meta.a.x.c", "$exists", json!(true)));
+        assert!(t("meta", "$exists", json!(true)));
+        assert!(t("id", "$eq", json!(7)));
+        assert!(t("title", "$eq", json!("Nested")));
+        assert!(t("model", "$eq", json!("Story")));
+        assert!(!t("title.x", "$exists", json!(true)));
+    }
+
+    #[test]
+    fn bare_name_shorthand() {
+        let views = corpus();
+        let a = query(&views, json!({"where": {"status": "done"}}));
+        let b = query(&views, json!({"where": {"meta.status": "done"}}));
+        assert_eq!(ids(&a), vec![2]);
+        assert_eq!(ids(&a), ids(&b));
+        assert_eq!(cond("status", "$eq", json!(1)).path(), "status");
+        // id/title/model are the view's own fields, not metadata
+        let v = view(3, Some("T"), json!({"id": 99, "title": "meta title"}));
+        assert!(cond("id", "$eq", json!(3)).matches(&v));
+        assert!(cond("meta.id", "$eq", json!(99)).matches(&v));
+        assert!(cond("title", "$eq", json!("T")).matches(&v));
+        assert!(cond("meta.title", "$eq", json!("meta title")).matches(&v));
+    }
+
+    // --- missing fields and type mismatches ---------------------------------------------------
+
+    #[test]
+    fn missing_field_for_each_operator() {
+        let cases: &[(&str, Value, bool)] = &[
+            ("$eq", json!("x"), false),
+            ("$neq", json!("x"), true),
+            ("$in", json!(["x"]), false),
+            ("$notIn", json!(["x"]), true),
+            ("$gt", json!(1), false),
+            ("$gte", json!(1), false),
+            ("$lt", json!(1), false),
+            ("$lte", json!(1), false),
+            ("$contains", json!("x"), false),
+            ("$startsWith", json!(""), false),
+            ("$endsWith", json!(""), false),
+            ("$regex", json!(".*"), false),
+            ("$exists", json!(true), false),
+            ("$exists", json!(false), true),
+            ("$notExists", json!(true), true),
+            ("$notExists", json!(false), false),
+        ];
+        for (op, val, want) in cases {
+            for meta in [json!({}), json!({"gone": null})] {
+                assert_eq!(
+                    m(meta.clone(), "gone", op, val.clone()),
+                    *want,
+                    "{op} {val} on {meta}"
+                );
+            }
+        }
+        // title null is missing
+        let v = view(1, None, json!({}));
+        assert!(cond("title", "$exists", json!(false)).matches(&v));
+        assert!(!cond("title", "$eq", json!("")).matches(&v));
+        // without a meta object at all
+        let bare = json!({"id": 1, "model": "Story"});
+        assert!(!cond("status", "$eq", json!("x")).matches(&bare));
+        assert!(cond("status", "$neq", json!("x")).matches(&bare));
+    }
+
+    #[test]
+    fn null_values_follow_mongodb() {
+        assert!(m(json!({}), "s", "$eq", json!(null)));
+        assert!(m(json!({"s": null}), "s", "$eq", json!(null)));
+        assert!(!m(json!({"s": "x"}), "s", "$eq", json!(null)));
+        assert!(m(json!({"s": "x"}), "s", "$neq", json!(null)));
+        assert!(!m(json!({}), "s", "$neq", json!(null)));
+        assert!(m(json!({}), "s", "$in", json!([null, "a"])));
+        assert!(m(json!({"s": "a"}), "s", "$in", json!([null, "a"])));
+        assert!(!m(json!({"s": "b"}), "s", "$in", json!([null, "a"])));
+        assert!(!m(json!({}), "s", "$notIn", json!([null, "a"])));
+        assert!(m(json!({"s": "b"}), "s", "$notIn", json!([null, "a"])));
+    }
+
+    #[test]
+    fn type_mismatches_are_false() {
+        assert!(!m(json!({"n": 5}), "n", "$eq", json!("5")));
+        assert!(m(json!({"n": 5}), "n", "$neq", json!("5")));
+        assert!(!m(json!({"n": 5}), "n", "$gt", json!("4")));
+        assert!(!m(json!({"n": 5}), "n", "$lt", json!("6")));
+        assert!(!m(json!({"s": "5"}), "s", "$gte", json!(1)));
+        assert!(!m(json!({"b": true}), "b", "$gt", json!(0)));
+        assert!(!m(json!({"b": true}), "b", "$eq", json!(1)));
+        assert!(!m(json!({"o": {"a": 1}}), "o", "$gt", json!(0)));
+        assert!(!m(json!({"n": 12}), "n", "$contains", json!("1")));
+        assert!(!m(json!({"s": "a1"}), "s", "$contains", json!(1)));
+        assert!(!m(json!({"n": 12}), "n", "$startsWith", json!("1")));
+        assert!(!m(json!({"n": 12}), "n", "$endsWith", json!("2")));
+        assert!(!m(json!({"n": 12}), "n", "$regex", json!("1")));
+        assert!(!m(json!({"o": {"s": "x"}}), "o", "$regex", json!("x")));
+        assert!(!m(json!({"n": 5}), "n", "$in", json!(["5"])));
+        assert!(m(json!({"n": 5}), "n", "$notIn", json!(["5"])));
+    }
+
+    // --- where forms --------------------------------------------------------------------------
+
+    #[test]
+    fn both_where_forms_are_equivalent() {
+        let views = corpus();
+        let pairs = [
+            (
+                json!([{"path": "meta.status", "operator": "eq", "value": "open"},
+                       {"path": "priority", "operator": "$gte", "value": 2},
+                       {"path": "priority", "operator": "lt", "value": 9}]),
+                json!({"meta.status": "open", "priority": {"$gte": 2, "$lt": 9}}),
+            ),
+            (
+                json!([{"path": "tags", "operator": "in", "value": ["a", "x"]}]),
+                json!({"tags": ["a", "x"]}),
+            ),
+            (
+                json!([{"path": "status", "value": "done"}]),
+                json!({"status": {"$eq": "done"}}),
+            ),
+            (
+                json!([{"path": "tags", "operator": "notExists"}]),
+                json!({"tags": {"$notExists": true}}),
+            ),
+            (
+                json!([{"path": "tags", "operator": "exists"}, {"path": "due", "operator": "$regex", "value": "^2024"}]),
+                json!({"tags": {"$exists": true}, "due": {"$regex": "^2024"}}),
+            ),
+            (
+                json!([{"path": "tags", "operator": "$eq", "value": []}]),
+                json!({"tags": {"$eq": []}}),
+            ),
+        ];
+        for (array_form, object_form) in pairs {
+            let a = spec(json!({"where": array_form}));
+            let o = spec(json!({"where": object_form}));
+            let shape = |s: &QuerySpec| {
+                let mut v: Vec<(String, Operator, Value)> = s
+                    .conditions
+                    .iter()
+                    .map(|c| (c.path().to_string(), c.operator(), c.value().clone()))
+                    .collect();
+                v.sort_by(|x, y| (&x.0, x.1.name()).cmp(&(&y.0, y.1.name())));
+                v
+            };
+            assert_eq!(shape(&a), shape(&o), "{array_form} vs {object_form}");
+            for v in &views {
+                assert_eq!(
+                    matches(v, &a.conditions),
+                    matches(v, &o.conditions),
+                    "{array_form} vs {object_form} on {v}"
+                );
+            }
+        }
+        let r = query(
+            &views,
+            json!({"where": {"status": "open", "priority": {"$gte": 2, "$lt": 9}}}),
+        );
+        assert_eq!(ids(&r), vec![1, 3, 4]);
+        let r = query(&views, json!({"where": {"tags": ["a", "x"]}}));
+        assert_eq!(ids(&r), vec![1]);
+    }
+
+    #[test]
+    fn where_details() {
+        let views = corpus();
+        // object inside the array form; literal object equality; empty where
+        let r = query(
+            &views,
+            json!({"where": [{"status": "open"}, {"path": "priority", "value": 2}]}),
+        );
+        assert_eq!(ids(&r), vec![1, 4]);
+        let v = view(1, None, json!({"o": {"k": 1}}));
+        let s = spec(json!({"where": {"o": {"k": 1}}}));
+        assert_eq!(s.conditions[0].operator(), Operator::Eq);
+        assert!(matches(&v, &s.conditions));
+        assert_eq!(ids(&query(&views, json!({"where": []}))).len(), 5);
+        assert_eq!(ids(&query(&views, json!({"where": {}}))).len(), 5);
+        assert_eq!(ids(&query(&views, json!({"where": null}))).len(), 5);
+        assert!(matches(&v, &[]));
+        // operator aliases
+        let s = spec(json!({"where": {"status": {"$ne": "x", "$nin": ["y"]}}}));
+        let ops: Vec<Operator> = s.conditions.iter().map(Condition::operator).collect();
+        assert!(ops.contains(&Operator::Neq) && ops.contains(&Operator::NotIn));
+    }
+
+    #[test]
+    fn model_filter_is_case_insensitive() {
+        let views = corpus();
+        assert_eq!(
+            ids(&query(&views, json!({"model": "story"}))),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(ids(&query(&views, json!({"model": "EPIC"}))), vec![5]);
+        assert_eq!(
+            ids(&query(&views, json!({"model": "Nope"}))),
+            Vec::<u64>::new()
+        );
+        assert_eq!(ids(&query(&views, json!({"model": null}))).len(), 5);
+        assert!(eq_ignore_case("Straße", "STRAßE"));
+        assert!(eq_ignore_case("ÉPOPÉE", "épopée"));
+        assert!(!eq_ignore_case("Story", "Stories"));
+    }
+
+    // --- sort ---------------------------------------------------------------------------------
+
+    #[test]
+    fn sort_forms() {
+        let views = corpus();
+        let by = |s: Value| ids(&query(&views, json!({"model": "Story", "sort": s})));
+        assert_eq!(by(json!("meta.priority")), vec![2, 1, 4, 3]);
+        assert_eq!(by(json!("-meta.priority")), vec![3, 1, 4, 2]);
+        assert_eq!(by(json!("+priority")), vec![2, 1, 4, 3]);
+        assert_eq!(by(json!(["-priority", "-id"])), vec![3, 4, 1, 2]);
+        assert_eq!(
+            by(json!([{"path": "priority", "direction": "desc"}, {"path": "id", "direction": -1}])),
+            vec![3, 4, 1, 2]
+        );
+        assert_eq!(
+            by(json!([{"path": "priority"}, {"path": "id", "direction": "DESC"}])),
+            vec![2, 4, 1, 3]
+        );
+        assert_eq!(
+            by(json!({"path": "priority", "direction": "desc"})),
+            vec![3, 1, 4, 2]
+        );
+        // object form: keys alphabetical ("id" before "priority")
+        assert_eq!(
+            by(json!({"priority": "desc", "id": "desc"})),
+            vec![4, 3, 2, 1]
+        );
+        assert_eq!(by(json!({"priority": 1})), vec![2, 1, 4, 3]);
+        assert_eq!(by(json!({"priority": -1})), vec![3, 1, 4, 2]);
+        assert_eq!(by(json!("title")), vec![1, 2, 4, 3], "null title last");
+        assert_eq!(by(json!("-title")), vec![4, 2, 1, 3], "null title last");
+        assert_eq!(by(json!("due")), vec![4, 2, 1, 3]);
+        assert_eq!(by(json!([])), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn sort_missing_last_and_mixed_types() {
+        let views = vec![
+            view(1, None, json!({"k": "b"})),
+            view(2, None, json!({})),
+            view(3, None, json!({"k": 2})),
+            view(4, None, json!({"k": true})),
+            view(5, None, json!({"k": null})),
+            view(6, None, json!({"k": 10.5})),
+            view(7, None, json!({"k": "a"})),
+            view(8, None, json!({"k": [1]})),
+            view(9, None, json!({"k": false})),
+        ];
+        let asc = ids(&query(&views, json!({"sort": "k"})));
+        assert_eq!(asc, vec![3, 6, 7, 1, 9, 4, 8, 2, 5]);
+        let desc = ids(&query(&views, json!({"sort": "-k"})));
+        assert_eq!(desc, vec![8, 4, 9, 1, 7, 6, 3, 2, 5]);
+    }
+
+    #[test]
+    fn sort_is_stable_and_multi_key() {
+        let views: Vec<Value> = (1..=8)
+            .map(|i| view(i, None, json!({"g": i % 2, "h": i % 3})))
+            .collect();
+        let r = ids(&query(&views, json!({"sort": "g"})));
+        assert_eq!(r, vec![2, 4, 6, 8, 1, 3, 5, 7]);
+        let r = ids(&query(&views, json!({"sort": "-g"})));
+        assert_eq!(r, vec![1, 3, 5, 7, 2, 4, 6, 8]);
+        let r = ids(&query(&views, json!({"sort": ["g", "-h"]})));
+        // g=0: 2(h2) 4(h1) 6(h0) 8(h2) -> 2 8 4 6; g=1: 1(h1) 3(h0) 5(h2) 7(h1) -> 5 1 7 3
+        assert_eq!(r, vec![2, 8, 4, 6, 5, 1, 7, 3]);
+    }
+
+    // --- limit, offset, method ----------------------------------------------------------------
+
+    #[test]
+    fn limit_offset_and_methods() {
+        let views = corpus();
+        let q = |input: Value| query(&views, input);
+        let r = q(json!({"sort": "id", "limit": 2}));
+        assert_eq!((ids(&r), r.total_matched()), (vec![1, 2], 5));
+        let r = q(json!({"limit": 2, "offset": 2}));
+        assert_eq!(ids(&r), vec![3, 4]);
+        let r = q(json!({"offset": 4}));
+        assert_eq!(ids(&r), vec![5]);
+        let r = q(json!({"offset": 10}));
+        assert_eq!((ids(&r), r.total_matched()), (vec![], 5));
+        assert_eq!(ids(&q(json!({"limit": 0}))), Vec::<u64>::new());
+        assert_eq!(ids(&q(json!({"limit": "3"}))), vec![1, 2, 3]);
+        assert_eq!(ids(&q(json!({"limit": 3.0}))), vec![1, 2, 3]);
+        assert_eq!(ids(&q(json!({"limit": u64::MAX, "offset": 1}))).len(), 4);
+        // first / last
+        let r = q(json!({"method": "first", "sort": "-priority"}));
+        assert_eq!((ids(&r), r.total_matched()), (vec![5], 5));
+        let r = q(json!({"method": "last", "where": {"status": "open"}}));
+        assert_eq!((ids(&r), r.total_matched()), (vec![5], 4));
+        let r = q(json!({"method": "last", "limit": 2, "offset": 1}));
+        assert_eq!(ids(&r), vec![3]);
+        let r = q(json!({"method": "first", "where": {"status": "nope"}}));
+        assert_eq!((ids(&r), r.total_matched()), (vec![], 0));
+        // count ignores limit/offset/sort
+        let r = q(
+            json!({"method": "count", "limit": 1, "offset": 3, "sort": "id", "where": {"status": "open"}}),
+        );
+        assert_eq!(r, QueryOutcome::Count(4));
+        assert_eq!(r.total_matched(), 4);
+        assert!(r.docs().is_empty());
+        // older string form of limit
+        assert_eq!(q(json!({"limit": "count"})), QueryOutcome::Count(5));
+        assert_eq!(ids(&q(json!({"limit": "first"}))), vec![1]);
+        assert_eq!(ids(&q(json!({"limit": "last"}))), vec![5]);
+        assert_eq!(ids(&q(json!({"limit": "all"}))).len(), 5);
+        assert_eq!(ids(&q(json!({"limit": "last", "method": "last"}))), vec![5]);
+        assert_eq!(spec(json!({"method": "FetchAll"})).method, Method::FetchAll);
+        assert_eq!(spec(json!({"method": "all"})).method, Method::FetchAll);
+        assert_eq!(spec(json!({})).method, Method::FetchAll);
+        // select and unknown keys are ignored
+        let s = spec(json!({"select": ["title"], "model": "Story", "offset": null}));
+        assert_eq!(
+            (s.model.as_deref(), s.offset, s.limit),
+            (Some("Story"), 0, None)
+        );
+    }
+
+    // --- errors -------------------------------------------------------------------------------
+
+    #[test]
+    fn error_messages() {
+        let cases: &[(Value, &str)] = &[
+            (json!([]), "query: expected an object"),
+            (
+                json!({"model": 3}),
+                "model: expected a model name (string), got a number",
+            ),
+            (
+                json!({"where": "status=open"}),
+                "where: expected an array of {path, operator, value} or an object",
+            ),
+            (
+                json!({"where": {"meta.status": {"$equals": "x"}}}),
+                "where.meta.status: unknown operator \"$equals\" (one of $eq, $neq, $in, $notIn, $gt, $lt, $gte, $lte, $contains, $startsWith, $endsWith, $regex, $exists, $notExists)",
+            ),
+            (
+                json!({"where": [{"path": "status", "operator": "like", "value": "x"}]}),
+                "where.status: unknown operator \"like\" (one of $eq,",
+            ),
+            (
+                json!({"where": {"tags": {"$in": "a"}}}),
+                "where.tags: $in needs an array of values, got a string",
+            ),
+            (
+                json!({"where": [{"path": "tags", "operator": "notIn", "value": 3}]}),
+                "where.tags: $notIn needs an array of values, got a number",
+            ),
+            (
+                json!({"where": {"tags": {"$exists": "yes"}}}),
+                "where.tags: $exists needs true or false, got a string",
+            ),
+            (
+                json!({"where": {"tags": {"$notExists": 1}}}),
+                "where.tags: $notExists needs true or false, got a number",
+            ),
+            (
+                json!({"where": {"t": {"$regex": "("}}}),
+                "where.t: invalid $regex \"(\": ",
+            ),
+            (
+                json!({"where": {"t": {"$regex": 5}}}),
+                "where.t: $regex needs a string, got a number",
+            ),
+            (
+                json!({"where": {"t": {"$startsWith": 5}}}),
+                "where.t: $startsWith needs a string, got a number",
+            ),
+            (
+                json!({"where": {"t": {"$endsWith": null}}}),
+                "where.t: $endsWith needs a string, got null",
+            ),
+            (
+                json!({"where": {"t": {"$gt": [1]}}}),
+                "where.t: $gt needs a number, string or boolean, got an array",
+            ),
+            (
+                json!({"where": {"t": {"$lte": null}}}),
+                "where.t: $lte needs a number, string or boolean, got null",
+            ),
+            (
+                json!({"where": {"t": {"$eq": 1, "x": 2}}}),
+                "where.t: operator object mixes operators and the plain key \"x\"",
+            ),
+            (
+                json!({"where": {"$or": [{"a": 1}]}}),
+                "where.$or: logical operators ($and, $or, …) are not supported",
+            ),
+            (
+                json!({"where": {"a..b": 1}}),
+                "where.a..b: path \"a..b\" has an empty segment",
+            ),
+            (json!({"where": {"": 1}}), "where.: empty path"),
+            (
+                json!({"where": {"meta.": 1}}),
+                "where.meta.: path \"meta.\" has an empty segment",
+            ),
+            (
+                json!({"where": ["status"]}),
+                "where[0]: expected a condition {path, operator, value}, got a string",
+            ),
+            (
+                json!({"where": [{"operator": "eq", "value": 1}]}),
+                "where[0]: condition has no \"path\"",
+            ),
+            (
+                json!({"where": [{"path": 1, "value": 1}]}),
+                "where[0]: \"path\" must be a string, got a number",
+            ),
+            (
+                json!({"where": [{"path": "a", "value": 1, "op": "gt"}]}),
+                "where[0]: unknown key \"op\" in condition (expected path, operator, value)",
+            ),
+            (
+                json!({"where": [{"path": "a", "operator": "gt"}]}),
+                "where.a: condition with $gt has no \"value\"",
+            ),
+            (
+                json!({"where": [{"path": "a", "operator": 5, "value": 1}]}),
+                "where.a: \"operator\" must be a string, got a number",
+            ),
+            (json!({"sort": 5}), "sort: expected \"path\", \"-path\""),
+            (json!({"sort": ""}), "sort: empty path"),
+            (
+                json!({"sort": ["title", 3]}),
+                "sort[1]: expected \"path\", \"-path\" or {path, direction}, got a number",
+            ),
+            (
+                json!({"sort": [{"path": "a", "direction": "up"}]}),
+                "sort[0]: direction must be \"asc\", \"desc\", 1 or -1, got \"up\"",
+            ),
+            (
+                json!({"sort": [{"direction": "asc"}]}),
+                "sort[0]: sort key has no \"path\"",
+            ),
+            (
+                json!({"sort": [{"path": "a", "dir": "asc"}]}),
+                "sort[0]: unknown key \"dir\" in sort key",
+            ),
+            (
+                json!({"sort": {"priority": "down"}}),
+                "sort.priority: direction must be \"asc\", \"desc\", 1 or -1, got \"down\"",
+            ),
+            (
+                json!({"sort": {"priority": 2}}),
+                "sort.priority: direction must be \"asc\", \"desc\", 1 or -1, got 2",
+            ),
+            (json!({"sort": ["-"]}), "sort[0]: empty path"),
+            (
+                json!({"limit": -1}),
+                "limit: expected a whole number ≥ 0 or one of \"all\", \"first\", \"last\", \"count\"; got -1",
+            ),
+            (json!({"limit": 2.5}), "limit: expected a whole number ≥ 0"),
+            (
+                json!({"limit": "some"}),
+                "limit: expected a whole number ≥ 0 or one of \"all\", \"first\", \"last\", \"count\"; got \"some\"",
+            ),
+            (json!({"limit": true}), "limit: expected a whole number ≥ 0"),
+            (
+                json!({"limit": "first", "method": "count"}),
+                "limit: \"first\" conflicts with method \"count\"",
+            ),
+            (
+                json!({"offset": -3}),
+                "offset: expected a whole number ≥ 0, got -3",
+            ),
+            (
+                json!({"offset": "x"}),
+                "offset: expected a whole number ≥ 0, got \"x\"",
+            ),
+            (
+                json!({"method": "fetchOne"}),
+                "method: unknown method \"fetchOne\" (one of fetchAll, first, last, count)",
+            ),
+            (
+                json!({"method": 1}),
+                "method: expected one of \"fetchAll\", \"first\", \"last\", \"count\", got a number",
+            ),
+        ];
+        for (input, want) in cases {
+            let got = err(input.clone());
+            assert!(got.starts_with(want), "{input}\n got: {got}\nwant: {want}…");
+        }
+        let e =
+            QuerySpec::from_json(&json!({"where": {"meta.status": {"$equals": 1}}})).unwrap_err();
+        assert_eq!(e.field, "where.meta.status");
+        assert!(e.message.starts_with("unknown operator"));
+        assert!(SortKey::new("", false).is_err());
+        assert!(Condition::new("a", Operator::Exists, json!(null)).is_err());
+    }
+
+    #[test]
+    fn regex_size_limit_fails_cleanly() {
+        let e = err(json!({"where": {"t": {"$regex": "\\w{1000}\\w{1000}\\w{1000}"}}}));
+        assert!(e.starts_with("where.t: invalid $regex"), "{e}");
+        assert!(e.contains("size limit"), "{e}");
+        let e = err(json!({"where": {"t": {"$regex": "((a{100}){100}){100}"}}}));
+        assert!(e.contains("size limit"), "{e}");
+    }
+
+    #[test]
+    fn regex_is_compiled_once_and_reused() {
+        let c = cond("s", "$regex", json!("^a+$"));
+        assert!(matches!(c.test, Test::Regex(_)));
+        let views: Vec<Value> = ["aa", "ab", "a"]
+            .iter()
+            .map(|s| view(1, None, json!({"s": s})))
+            .collect();
+        let hits: Vec<bool> = views.iter().map(|v| c.matches(v)).collect();
+        assert_eq!(hits, vec![true, false, true]);
+    }
+
+    /// `cargo test --release --lib collections::query -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn bench_10k_views_3_conditions() {
+        let statuses = ["open", "done", "blocked", "review"];
+        let views: Vec<Value> = (0..10_000u64)
+            .map(|i| {
+                json!({
+                    "id": i,
+                    "title": format!("Story {i}"),
+                    "model": if i % 10 == 0 { "Epic" } else { "Story" },
+                    "meta": {
+                        "status": statuses[(i % 4) as usize],
+                        "priority": i % 7,
+                        "due": format!("2024-{:02}-{:02}", i % 12 + 1, i % 28 + 1),
+                        "tags": ["x", if i % 3 == 0 { "urgent" } else { "later" }],
+                        "owner": {"name": "ann", "team": "core"},
+                    }
+                })
+            })
+            .collect();
+        let s = spec(json!({
+            "model": "story",
+            "where": {"status": {"$in": ["open", "review"]}, "priority": {"$gte": 3}, "tags": "urgent"},
+        }));
+        assert_eq!(s.conditions.len(), 3);
+        let mut best = std::time::Duration::MAX;
+        let mut n = 0;
+        for _ in 0..20 {
+            let t = std::time::Instant::now();
+            let r = run(&views, &s);
+            best = best.min(t.elapsed());
+            n = r.total_matched();
+        }
+        let mut best_sorted = std::time::Duration::MAX;
+        let sorted_spec =
+            spec(json!({"where": {"priority": {"$gte": 0}}, "sort": ["-due", "title"]}));
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let r = run(&views, &sorted_spec);
+            best_sorted = best_sorted.min(t.elapsed());
+            assert_eq!(r.total_matched(), 10_000);
+        }
+        eprintln!(
+            "10k views x 3 conditions: {best:?} ({n} matched); filter+sort 10k by 2 keys: {best_sorted:?}"
+        );
+        assert!(n > 0);
+        if !cfg!(debug_assertions) {
+            assert!(best < std::time::Duration::from_millis(5), "{best:?}");
+        }
+    }
+}
