@@ -60,10 +60,12 @@ fn front_matter_in_both_syntaxes_becomes_metadata() {
     let logout = db.json(&["retrieve", "--docid", "stories/logout"]);
     assert_eq!(logout["metadata"]["points"], 2);
     // The front matter is not a section.
-    assert!(!db.json(&["content", "stories/logout"])["data"]
-        .as_str()
-        .unwrap()
-        .contains("+++"));
+    assert!(
+        !db.json(&["content", "stories/logout"])["data"]
+            .as_str()
+            .unwrap()
+            .contains("+++")
+    );
     let dana = db.json(&["retrieve", "--docid", "people/dana"]);
     assert_eq!(dana["metadata"]["started"], "2024-03-01");
     // recall shows it with the manifest.
@@ -74,7 +76,17 @@ fn front_matter_in_both_syntaxes_becomes_metadata() {
     let bad = db.tmp.path().join("bad.md");
     std::fs::write(&bad, "---\nstatus: [unclosed\n---\n# X\n").unwrap();
     let before = db.state();
-    let e = fails(&db, &["learn", "--file", bad.to_str().unwrap(), "--docid", "x/bad", "--split"]);
+    let e = fails(
+        &db,
+        &[
+            "learn",
+            "--file",
+            bad.to_str().unwrap(),
+            "--docid",
+            "x/bad",
+            "--split",
+        ],
+    );
     assert!(e.contains("front matter"), "{e}");
     assert_eq!(db.state(), before);
 }
@@ -95,13 +107,29 @@ fn models_assign_documents_and_are_checked_before_loading() {
     assert_eq!(names, ["Epic", "Story", "Person", "Base"]);
     // An invalid file names the problem and keeps the old models.
     let bad = db.tmp.path().join("bad.toml");
-    std::fs::write(&bad, "[[model]]\nname = \"X\"\n[model.fields.s]\ntype = \"enum\"\n").unwrap();
+    std::fs::write(
+        &bad,
+        "[[model]]\nname = \"X\"\n[model.fields.s]\ntype = \"enum\"\n",
+    )
+    .unwrap();
     let e = fails(&db, &["models", "load", bad.to_str().unwrap()]);
     assert!(e.contains("values"), "{e}");
-    assert_eq!(db.json(&["query", "--model", "Story", "--method", "count"])["count"], 3);
+    assert_eq!(
+        db.json(&["query", "--model", "Story", "--method", "count"])["count"],
+        3
+    );
     // `_model` overrides the prefix.
-    db.json(&["doc", "update", "people/dana", "--meta", r#"{"_model": "Story"}"#]);
-    assert_eq!(db.json(&["query", "--model", "Story", "--method", "count"])["count"], 4);
+    db.json(&[
+        "doc",
+        "update",
+        "people/dana",
+        "--meta",
+        r#"{"_model": "Story"}"#,
+    ]);
+    assert_eq!(
+        db.json(&["query", "--model", "Story", "--method", "count"])["count"],
+        4
+    );
 }
 
 #[test]
@@ -109,17 +137,35 @@ fn every_operator_in_both_where_forms() {
     let db = collection();
     let q = |w: Value| query_ids(&db, json!({ "model": "Story", "where": w }));
     let arr = |path: &str, op: &str, v: Value| {
-        query_ids(&db, json!({"model": "Story", "where": [{"path": path, "operator": op, "value": v}]}))
+        query_ids(
+            &db,
+            json!({"model": "Story", "where": [{"path": path, "operator": op, "value": v}]}),
+        )
     };
     let login = vec!["stories/login".to_string()];
     assert_eq!(q(json!({"status": "ready"})), login);
     assert_eq!(arr("meta.status", "eq", json!("ready")), login);
-    assert_eq!(q(json!({"status": {"$neq": "ready"}})), ["stories/logout", "stories/signup"]);
-    assert_eq!(q(json!({"status": ["ready", "done"]})), ["stories/login", "stories/logout"]);
-    assert_eq!(arr("status", "$notIn", json!(["ready", "done"])), ["stories/signup"]);
+    assert_eq!(
+        q(json!({"status": {"$neq": "ready"}})),
+        ["stories/logout", "stories/signup"]
+    );
+    assert_eq!(
+        q(json!({"status": ["ready", "done"]})),
+        ["stories/login", "stories/logout"]
+    );
+    assert_eq!(
+        arr("status", "$notIn", json!(["ready", "done"])),
+        ["stories/signup"]
+    );
     assert_eq!(q(json!({"points": {"$gt": 2}})), login);
-    assert_eq!(q(json!({"points": {"$gte": 2, "$lt": 5}})), ["stories/logout"]);
-    assert_eq!(arr("meta.points", "lte", json!(5)), ["stories/login", "stories/logout"]);
+    assert_eq!(
+        q(json!({"points": {"$gte": 2, "$lt": 5}})),
+        ["stories/logout"]
+    );
+    assert_eq!(
+        arr("meta.points", "lte", json!(5)),
+        ["stories/login", "stories/logout"]
+    );
     // Type mismatch: "three" is not compared with numbers, and is no error.
     assert!(!q(json!({"points": {"$gt": 0}})).contains(&"stories/signup".to_string()));
     // Arrays: $eq / $contains / $in on an element.
@@ -131,22 +177,50 @@ fn every_operator_in_both_where_forms() {
     assert_eq!(q(json!({"labels": {"$in": ["web", "x"]}})), login);
     assert_eq!(q(json!({"labels": {"$contains": 7}})), ["stories/signup"]);
     // Strings.
-    assert_eq!(q(json!({"title": {"$startsWith": "Log"}})), ["stories/login", "stories/logout"]);
-    assert_eq!(q(json!({"title": {"$endsWith": "out"}})), ["stories/logout"]);
-    assert_eq!(q(json!({"epic": {"$contains": "auth"}})), ["stories/login", "stories/logout", "stories/signup"]);
-    assert_eq!(q(json!({"id": {"$regex": "^stories/log(in|out)$"}})), ["stories/login", "stories/logout"]);
+    assert_eq!(
+        q(json!({"title": {"$startsWith": "Log"}})),
+        ["stories/login", "stories/logout"]
+    );
+    assert_eq!(
+        q(json!({"title": {"$endsWith": "out"}})),
+        ["stories/logout"]
+    );
+    assert_eq!(
+        q(json!({"epic": {"$contains": "auth"}})),
+        ["stories/login", "stories/logout", "stories/signup"]
+    );
+    assert_eq!(
+        q(json!({"id": {"$regex": "^stories/log(in|out)$"}})),
+        ["stories/login", "stories/logout"]
+    );
     // Nested paths and missing fields.
     assert_eq!(q(json!({"meta.nested.area.name": "sign-in"})), login);
     assert_eq!(q(json!({"review": {"$exists": true}})), login);
-    assert_eq!(arr("review", "notExists", Value::Null), ["stories/logout", "stories/signup"]);
-    let no_value = json!({"model": "Story", "where": [{"path": "review", "operator": "notExists"}]});
-    assert_eq!(query_ids(&db, no_value), ["stories/logout", "stories/signup"]);
-    assert_eq!(q(json!({"review": {"$exists": false}})), ["stories/logout", "stories/signup"]);
+    assert_eq!(
+        arr("review", "notExists", Value::Null),
+        ["stories/logout", "stories/signup"]
+    );
+    let no_value =
+        json!({"model": "Story", "where": [{"path": "review", "operator": "notExists"}]});
+    assert_eq!(
+        query_ids(&db, no_value),
+        ["stories/logout", "stories/signup"]
+    );
+    assert_eq!(
+        q(json!({"review": {"$exists": false}})),
+        ["stories/logout", "stories/signup"]
+    );
     assert!(q(json!({"meta.nested.missing": "x"})).is_empty());
     assert_eq!(q(json!({"review": true})), login);
-    assert_eq!(q(json!({"model": "Story", "status": "done"})), ["stories/logout"]);
+    assert_eq!(
+        q(json!({"model": "Story", "status": "done"})),
+        ["stories/logout"]
+    );
     // Without a model: every document.
-    assert_eq!(query_ids(&db, json!({"where": {"priority": "high"}})), ["epics/auth"]);
+    assert_eq!(
+        query_ids(&db, json!({"where": {"priority": "high"}})),
+        ["epics/auth"]
+    );
     // Bad input names the field and the rule.
     let e = fails(&db, &["query", "--where", r#"{"status": {"$equals": 1}}"#]);
     assert!(e.contains("$equals"), "{e}");
@@ -161,17 +235,32 @@ fn sort_paging_and_methods() {
     let db = collection();
     let by_points = query_ids(&db, json!({"model": "Story", "sort": "-meta.points"}));
     // Types order numbers < strings, and descending reverses it all: the string "three" first.
-    assert_eq!(by_points, ["stories/signup", "stories/login", "stories/logout"]);
+    assert_eq!(
+        by_points,
+        ["stories/signup", "stories/login", "stories/logout"]
+    );
     let asc = query_ids(&db, json!({"model": "Story", "sort": ["meta.points"]}));
     assert_eq!(asc[..2], ["stories/logout", "stories/login"]);
-    let page = query(&db, json!({"model": "Story", "sort": "title", "limit": 1, "offset": 1}));
+    let page = query(
+        &db,
+        json!({"model": "Story", "sort": "title", "limit": 1, "offset": 1}),
+    );
     assert_eq!(ids(&page), ["stories/logout"]);
     assert_eq!(page["total"], 3);
-    let first = query(&db, json!({"model": "Story", "sort": "title", "method": "first"}));
+    let first = query(
+        &db,
+        json!({"model": "Story", "sort": "title", "method": "first"}),
+    );
     assert_eq!(first["result"]["id"], "stories/login");
-    let last = query(&db, json!({"model": "Story", "sort": "title", "method": "last"}));
+    let last = query(
+        &db,
+        json!({"model": "Story", "sort": "title", "method": "last"}),
+    );
     assert_eq!(last["result"]["id"], "stories/signup");
-    let count = query(&db, json!({"model": "Story", "limit": 1, "method": "count"}));
+    let count = query(
+        &db,
+        json!({"model": "Story", "limit": 1, "method": "count"}),
+    );
     assert_eq!(count["count"], 3);
     // Lean results by default; sections and related on request.
     let one = query(&db, json!({"model": "Story", "where": {"status": "ready"}}));
@@ -182,7 +271,9 @@ fn sort_paging_and_methods() {
         json!({"model": "Story", "where": {"status": "ready"},
                "select": {"sections": ["Acceptance Criteria"], "related": ["epic"]}}),
     );
-    let ac = rich["results"][0]["sections"]["Acceptance Criteria"].as_str().unwrap();
+    let ac = rich["results"][0]["sections"]["Acceptance Criteria"]
+        .as_str()
+        .unwrap();
     assert!(ac.contains("five failed attempts"), "{rich}");
     assert_eq!(rich["results"][0]["related"]["epic"][0]["id"], "epics/auth");
 }
@@ -191,36 +282,68 @@ fn sort_paging_and_methods() {
 fn validation_reports_each_rule_and_never_gates() {
     let db = collection();
     // `validate` of an invalid document exits 7 but prints its findings.
-    let out = db.cmd().args(["validate", "stories/signup", "--format", "json"]).output().unwrap();
+    let out = db
+        .cmd()
+        .args(["validate", "stories/signup", "--format", "json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(7));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["valid"], false);
     let text = v.to_string();
     for needle in [
-        "meta.status",   // not in the enum
-        "meta.points",   // a string for a number
-        "meta.labels",   // 7 is not a string
+        "meta.status",         // not in the enum
+        "meta.points",         // a string for a number
+        "meta.labels",         // 7 is not a string
         "Acceptance Criteria", // required section missing
     ] {
         assert!(text.contains(needle), "{needle} missing from {text}");
     }
     assert!(v["warnings"].to_string().contains("colour"), "{v}");
     // A belongsTo to a missing document, a hasMany item that does not exist.
-    let out = db.cmd().args(["validate", "Story", "--format", "json"]).output().unwrap();
+    let out = db
+        .cmd()
+        .args(["validate", "Story", "--format", "json"])
+        .output()
+        .unwrap();
     let all: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(all["checked"], 3);
-    let logout = all["results"].as_array().unwrap().iter().find(|r| r["docid"] == "stories/logout").unwrap();
-    assert!(logout["errors"].to_string().contains("people/sam"), "{logout}");
-    let billing = db.cmd().args(["validate", "epics/billing", "--format", "json"]).output().unwrap();
+    let logout = all["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["docid"] == "stories/logout")
+        .unwrap();
+    assert!(
+        logout["errors"].to_string().contains("people/sam"),
+        "{logout}"
+    );
+    let billing = db
+        .cmd()
+        .args(["validate", "epics/billing", "--format", "json"])
+        .output()
+        .unwrap();
     let billing: Value = serde_json::from_slice(&billing.stdout).unwrap();
-    assert!(billing["errors"].to_string().contains("stories/invoices"), "{billing}");
+    assert!(
+        billing["errors"].to_string().contains("stories/invoices"),
+        "{billing}"
+    );
     // The slug `auth` of logout's epic resolves under the Epic folder; login is clean.
     let login = db.json(&["validate", "stories/login"]);
     assert_eq!(login["valid"], true, "{login}");
     assert_eq!(db.json(&["validate", "epics/auth"])["valid"], true);
     // Edits save even when they make a document invalid.
-    let r = db.json(&["doc", "update", "stories/login", "--meta", r#"{"status": "bogus"}"#]);
+    let r = db.json(&[
+        "doc",
+        "update",
+        "stories/login",
+        "--meta",
+        r#"{"status": "bogus"}"#,
+    ]);
     assert_eq!(r["changed"], true);
     assert_eq!(r["validation"]["valid"], false);
-    assert_eq!(db.json(&["retrieve", "--docid", "stories/login"])["metadata"]["status"], "bogus");
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "stories/login"])["metadata"]["status"],
+        "bogus"
+    );
 }

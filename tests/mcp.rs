@@ -165,7 +165,19 @@ fn tools_list_carries_every_tool_with_the_spec_annotations() {
             "agent-create",
             "agent-list",
             "agent-get",
-            "agent-delete"
+            "agent-delete",
+            "read_me",
+            "inspect",
+            "get_model_info",
+            "list_documents",
+            "query",
+            "search_content",
+            "text_search",
+            "validate",
+            "create_document",
+            "update_document",
+            "update_section",
+            "delete_document"
         ]
     );
     let unlearn = &tools[2]["annotations"];
@@ -318,14 +330,16 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
         .to_string();
     let mut m = Mcp::start(&db);
     let list = m.request("resources/list", json!({}));
+    // The collection's four static resources, then the documents.
+    assert_eq!(list["result"]["resources"][0]["uri"], "kbdb://schema");
     assert_eq!(
-        list["result"]["resources"][0]["uri"],
+        list["result"]["resources"][4]["uri"],
         "kbdb://document/ops/runbook"
     );
     let t = m.request("resources/templates/list", json!({}));
     assert_eq!(
         t["result"]["resourceTemplates"].as_array().unwrap().len(),
-        2
+        4
     );
     let doc = m.request(
         "resources/read",
@@ -384,7 +398,17 @@ fn prompts_completion_and_logging() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, vec!["summarize-document", "agent:writer"]);
+    // The collection's guides first (no models loaded: no `create-<model>`), then skills and agents.
+    assert_eq!(
+        names,
+        vec![
+            "review-document",
+            "teach",
+            "query-guide",
+            "summarize-document",
+            "agent:writer"
+        ]
+    );
     let got = m.request(
         "prompts/get",
         json!({"name": "summarize-document", "arguments": {"docid": "specs/api", "max_points": "3"}}),
@@ -603,5 +627,215 @@ fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it()
     assert_eq!(
         m.tool_ok("skill-get", json!({"name": "draft"}))["body"],
         "Write release notes for {{version}}."
+    );
+}
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/collection");
+
+#[test]
+fn collection_tools_resources_and_prompts_end_to_end() {
+    let db = TestDb::new();
+    for docid in [
+        "epics/auth",
+        "stories/login",
+        "stories/logout",
+        "people/dana",
+    ] {
+        let file = format!("{FIXTURE}/{docid}.md");
+        db.json(&["learn", "--file", &file, "--docid", docid, "--split"]);
+    }
+    let mut m = Mcp::start(&db);
+    let before = m.tool_ok("inspect", json!({}));
+    assert_eq!(before["modelsLoaded"], false);
+    m.request("resources/subscribe", json!({"uri": "kbdb://schema"}));
+    // Models loaded by another process: the prompt list changes, the schema too.
+    db.json(&["models", "load", &format!("{FIXTURE}/models.toml")]);
+    m.wait_notification(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == "kbdb://schema"
+    });
+    m.wait_notification(|v| v["method"] == "notifications/prompts/list_changed");
+
+    let (err, guide) = m.tool("read_me", json!({}));
+    assert!(
+        !err && guide.contains("## Story") && guide.contains("$gte"),
+        "{guide}"
+    );
+    let inspect = m.tool_ok("inspect", json!({}));
+    assert_eq!(inspect["totalDocuments"], 4);
+    let info = m.tool_ok("get_model_info", json!({"model": "story"}));
+    assert_eq!(info["name"], "Story");
+    assert!(
+        info["example"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("stories/")
+    );
+    let list = m.tool_ok("list_documents", json!({"model": "Story"}));
+    assert_eq!(list["count"], 2);
+    let q = m.tool_ok(
+        "query",
+        json!({"model": "Story", "where": {"points": {"$gte": 3}}, "select": {"related": ["epic"]}}),
+    );
+    assert_eq!(q["results"][0]["id"], "stories/login");
+    assert_eq!(q["results"][0]["related"]["epic"][0]["id"], "epics/auth");
+    let (err, text) = m.tool("query", json!({"where": {"x": {"$bogus": 1}}}));
+    assert!(err && text.contains("$bogus"), "{text}");
+
+    // create → validate clean; edits; delete.
+    let created = m.tool_ok(
+        "create_document",
+        json!({"model": "Story", "title": "Password reset", "meta": {"points": 3, "epic": "epics/auth"}}),
+    );
+    assert_eq!(created["docid"], "stories/password-reset");
+    assert_eq!(created["validation"]["valid"], true, "{created}");
+    let v = m.tool_ok("validate", json!({"pathId": "stories/password-reset"}));
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["model"], "Story");
+    let (err, text) = m.tool(
+        "create_document",
+        json!({"model": "Story", "title": "Password reset"}),
+    );
+    assert!(err && text.contains("already exists"), "{text}");
+    let r = m.tool_ok(
+        "update_section",
+        json!({"pathId": "stories/password-reset", "heading": "acceptance criteria",
+               "action": "append", "content": "- a reset link expires after an hour"}),
+    );
+    assert_eq!(r["changed"], true);
+    let section = m.request(
+        "resources/read",
+        json!({"uri": "kbdb://document/stories/password-reset/sections/Acceptance%20Criteria"}),
+    );
+    let text = section["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(text.contains("expires after an hour"), "{section}");
+    let (err, text) = m.tool(
+        "update_section",
+        json!({"pathId": "stories/password-reset", "heading": "Nope", "action": "remove"}),
+    );
+    assert!(err && text.contains("Acceptance Criteria"), "{text}");
+    let r = m.tool_ok(
+        "update_document",
+        json!({"pathId": "stories/password-reset", "meta": {"status": "ready", "points": null}}),
+    );
+    assert_eq!(r["changed"], true);
+    let doc = db.json(&["retrieve", "--docid", "stories/password-reset"]);
+    assert_eq!(doc["metadata"]["status"], "ready");
+    assert!(doc["metadata"].get("points").is_none(), "{doc}");
+    let found = m.tool_ok(
+        "search_content",
+        json!({"pattern": "reset link", "model": "Story"}),
+    );
+    assert_eq!(found["results"][0]["id"], "stories/password-reset");
+    let lines = m.tool_ok(
+        "text_search",
+        json!({"pattern": "SESSION", "ignoreCase": true, "expanded": true, "include": "stories/*"}),
+    );
+    assert_eq!(lines["files"][0]["file"], "stories/login");
+    assert!(lines["files"][0]["matches"][0]["line"].as_u64().unwrap() > 1);
+    let gone = m.tool_ok(
+        "delete_document",
+        json!({"pathId": "stories/password-reset"}),
+    );
+    assert_eq!(gone["action"], "delete");
+    let (err, _) = m.tool("validate", json!({"pathId": "stories/password-reset"}));
+    assert!(err);
+
+    // Resources.
+    let schema = m.request("resources/read", json!({"uri": "kbdb://schema"}));
+    let schema: Value =
+        serde_json::from_str(schema["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(schema["models"][1]["name"], "Story");
+    assert_eq!(schema["models"][1]["documentCount"], 2);
+    for uri in ["kbdb://toc", "kbdb://models-summary", "kbdb://primer"] {
+        let r = m.request("resources/read", json!({"uri": uri}));
+        assert!(
+            r["result"]["contents"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("Story"),
+            "{uri}: {r}"
+        );
+    }
+    let inst = m.request(
+        "resources/read",
+        json!({"uri": "kbdb://models/Story/stories/login"}),
+    );
+    let inst: Value =
+        serde_json::from_str(inst["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert!(
+        inst["sections"]["Acceptance Criteria"]
+            .as_str()
+            .unwrap()
+            .contains("session")
+    );
+    assert_eq!(inst["validation"]["valid"], true);
+    let listed = m.request("resources/list", json!({}));
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert!(uris.contains(&"kbdb://schema") && uris.contains(&"kbdb://document/stories/login"));
+    let templates = m.request("resources/templates/list", json!({}));
+    assert!(
+        templates
+            .to_string()
+            .contains("kbdb://models/{model}/{docid}")
+    );
+
+    // Prompts.
+    let prompts = m.request("prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "create-epic",
+        "create-story",
+        "create-person",
+        "review-document",
+        "teach",
+        "query-guide",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let p = m.request(
+        "prompts/get",
+        json!({"name": "create-story", "arguments": {"title": "Dark mode"}}),
+    );
+    let text = p["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        text.contains("Dark mode") && text.contains("Acceptance Criteria"),
+        "{text}"
+    );
+    let p = m.request(
+        "prompts/get",
+        json!({"name": "review-document", "arguments": {"pathId": "stories/logout"}}),
+    );
+    let text = p["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap();
+    assert!(text.contains("people/sam"), "{text}");
+    let p = m.request(
+        "prompts/get",
+        json!({"name": "query-guide", "arguments": {"intent": "ready stories"}}),
+    );
+    assert!(
+        p["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ready stories")
+    );
+    let p = m.request("prompts/get", json!({"name": "teach", "arguments": {}}));
+    assert!(
+        p["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Story")
     );
 }

@@ -13,7 +13,10 @@ fn parse_json(field: &str, text: &str) -> Result<Value, KbError> {
         .map_err(|e| KbError::invalid(field, format!("is not valid JSON: {e}")))
 }
 
-fn body(content: Option<String>, file: Option<std::path::PathBuf>) -> Result<Option<String>, KbError> {
+fn body(
+    content: Option<String>,
+    file: Option<std::path::PathBuf>,
+) -> Result<Option<String>, KbError> {
     match (content, file) {
         (Some(c), _) => Ok(Some(c)),
         (None, Some(f)) => std::fs::read_to_string(&f)
@@ -116,7 +119,12 @@ pub fn query(kb: &Backend, format: Format, a: QueryArgs) -> Result<i32, KbError>
             .flatten()
             .map(line)
             .collect();
-        format!("{}\n{} of {} matching", items.join("\n"), items.len(), r["total"])
+        format!(
+            "{}\n{} of {} matching",
+            items.join("\n"),
+            items.len(),
+            r["total"]
+        )
     };
     print_text(text.trim());
     Ok(EXIT_OK)
@@ -125,7 +133,11 @@ pub fn query(kb: &Backend, format: Format, a: QueryArgs) -> Result<i32, KbError>
 fn validation_text(v: &Value) -> String {
     let mut out = format!(
         "{} {} ({})",
-        if v["valid"] == json!(true) { "ok     " } else { "INVALID" },
+        if v["valid"] == json!(true) {
+            "ok     "
+        } else {
+            "INVALID"
+        },
         v["docid"].as_str().unwrap_or(""),
         v["model"].as_str().unwrap_or("")
     );
@@ -174,7 +186,11 @@ pub fn validate(kb: &Backend, format: Format, target: Option<String>) -> Result<
             print_text(&text);
         }
     }
-    Ok(if all_valid { EXIT_OK } else { EXIT_CHECK_FAILED })
+    Ok(if all_valid {
+        EXIT_OK
+    } else {
+        EXIT_CHECK_FAILED
+    })
 }
 
 pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbError> {
@@ -249,7 +265,9 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             }
             return Ok(EXIT_OK);
         }
-        DocAction::Delete { docid } => kb.call_json("delete_document", json!({ "docid": docid }))?,
+        DocAction::Delete { docid } => {
+            kb.call_json("delete_document", json!({ "docid": docid }))?
+        }
     };
     match format {
         Format::Json => print_json(&r, true),

@@ -1159,8 +1159,11 @@ pub fn validate(set: &ModelSet, doc: &DocInput<'_>, exists: &dyn Fn(&str) -> boo
                 continue;
             }
             let mut known: Vec<&str> = model.fields.iter().map(|f| f.name.as_str()).collect();
-            known.extend(model.relationship_fields());
-            known.dedup();
+            for f in model.relationship_fields() {
+                if !known.contains(&f) {
+                    known.push(f);
+                }
+            }
             let message = if known.is_empty() {
                 format!("unknown field ({} declares no fields)", model.name)
             } else {
@@ -1848,7 +1851,9 @@ pub fn summary_markdown(set: &ModelSet) -> String {
         if let Some(d) = &m.description {
             let _ = write!(out, "{}\n\n", d.trim());
         }
-        let _ = write!(out, "Documents: {}.\n\n", placement(m));
+        if !m.is_base() {
+            let _ = write!(out, "Documents: {}.\n\n", placement(m));
+        }
         if m.fields.is_empty() {
             out.push_str("Fields: none declared");
             out.push_str(if m.is_base() {
@@ -1922,6 +1927,9 @@ pub fn summary_markdown(set: &ModelSet) -> String {
             out.push('\n');
         }
     }
+    let len = out.trim_end().len();
+    out.truncate(len);
+    out.push('\n');
     out
 }
 
@@ -1950,12 +1958,12 @@ pub fn create_prompt(model: &ModelDef, title: &str) -> String {
         );
     }
     let field_line = |f: &FieldDef| {
-        let mut s = format!("- `{}` ({})", f.name, f.type_label());
+        let mut s = format!("- `{}`: {}", f.name, f.type_label());
         if let Some(d) = &f.default {
             let _ = write!(s, ", default {}", inline_json(d));
         }
         if let Some(d) = &f.description {
-            let _ = write!(s, ": {}", d.trim());
+            let _ = write!(s, " — {}", d.trim());
         }
         s.push('\n');
         s
@@ -2032,35 +2040,35 @@ pub fn create_prompt(model: &ModelDef, title: &str) -> String {
 pub const QUERY_OPERATORS: &[(&str, &str, &str)] = &[
     (
         "$eq",
-        "equal (a plain value means $eq)",
+        "equal (a plain value means `$eq`); on an array field, an element is equal",
         r#"{"status": {"$eq": "done"}}"#,
     ),
-    ("$neq", "not equal", r#"{"status": {"$neq": "done"}}"#),
+    ("$neq", "not `$eq`", r#"{"status": {"$neq": "done"}}"#),
     (
         "$in",
-        "equal to one of a list",
+        "equal to an item of the list (a list value means `$in`)",
         r#"{"status": {"$in": ["ready", "done"]}}"#,
     ),
     (
         "$notIn",
-        "equal to none of a list",
+        "not `$in`",
         r#"{"status": {"$notIn": ["draft"]}}"#,
     ),
     (
         "$gt",
-        "greater than (numbers; dates and strings compare as text)",
+        "greater than: numbers by value, strings by text (so ISO dates compare correctly), false < true; on an array field, any element",
         r#"{"points": {"$gt": 3}}"#,
     ),
-    ("$lt", "less than", r#"{"due": {"$lt": "2025-01-01"}}"#),
     (
         "$gte",
         "greater than or equal",
         r#"{"points": {"$gte": 5}}"#,
     ),
+    ("$lt", "less than", r#"{"due": {"$lt": "2025-01-01"}}"#),
     ("$lte", "less than or equal", r#"{"points": {"$lte": 8}}"#),
     (
         "$contains",
-        "a string contains the text, or an array contains the value",
+        "a string field contains the text, or an array field has the element",
         r#"{"labels": {"$contains": "ux"}}"#,
     ),
     (
@@ -2071,22 +2079,22 @@ pub const QUERY_OPERATORS: &[(&str, &str, &str)] = &[
     (
         "$endsWith",
         "a string ends with the text",
-        r#"{"owner": {"$endsWith": "@example.com"}}"#,
+        r#"{"id": {"$endsWith": "-draft"}}"#,
     ),
     (
         "$regex",
-        "a string matches the regular expression",
+        "a string matches the regular expression (searched, not anchored; `(?i)` ignores case)",
         r#"{"title": {"$regex": "^(Log|Sign)"}}"#,
     ),
     (
         "$exists",
-        "the field is present (true) or absent (false)",
+        "`true`: the field is present; `false`: it is missing",
         r#"{"due": {"$exists": true}}"#,
     ),
     (
-        "notExists",
-        "the field is absent",
-        r#"{"field": "due", "operator": "notExists"}"#,
+        "$notExists",
+        "`true`: the field is missing (same as `$exists: false`)",
+        r#"{"due": {"$notExists": true}}"#,
     ),
 ];
 
@@ -2095,12 +2103,12 @@ pub const QUERY_OPERATORS: &[(&str, &str, &str)] = &[
 pub fn query_guide(set: &ModelSet) -> String {
     let mut out = String::from("# Querying documents\n\n");
     out.push_str(
-        "Queries filter documents by their metadata (front matter). Restrict a query to one model to get only its documents.\n\n",
+        "A query filters documents by their metadata (front matter): `{\"model\": \"<Model>\", \"where\": …}`; `model` keeps only that model's documents (any case). A path is `id`, `title`, `model`, or a metadata field: `meta.status`, or just `status`.\n\n",
     );
     out.push_str("## Models and their fields\n\n");
     for m in set.all() {
         let _ = writeln!(out, "### {} ({})\n", m.name, placement(m));
-        if m.fields.is_empty() {
+        if m.fields.is_empty() && m.relationships.iter().all(|r| r.field.is_none()) {
             out.push_str("No declared fields; any metadata key can still be filtered on.\n\n");
             continue;
         }
@@ -2129,38 +2137,65 @@ pub fn query_guide(set: &ModelSet) -> String {
     }
     out.push_str("## Operators\n\n| Operator | Matches | Example |\n|---|---|---|\n");
     for (op, what, example) in QUERY_OPERATORS {
-        let _ = writeln!(out, "| `{op}` | {} | `{example}` |", cell(what));
+        let _ = writeln!(out, "| `{op}` | {} | `{}` |", cell(what), cell(example));
     }
     out.push_str(
-        "\nDates are strings (`YYYY-MM-DD` or RFC 3339), so they compare correctly as text. Comparing a missing field never matches, except with `$exists: false` / `notExists`.\n",
+        "\nA field is missing when it is absent or `null`. On a missing field every operator is false except `$neq`, `$notIn`, `$exists: false` and `$notExists: true`. Comparisons are case-sensitive. Dates are strings (`YYYY-MM-DD` or RFC 3339), so they compare as text.\n",
     );
-    let (field, value) = example_condition(set);
+    let ex = Examples::of(set);
     out.push_str("\n## Two forms of `where`\n\n");
     out.push_str(
-        "**Object form**: one key per field, every condition must hold. A plain value means `$eq`; an object holds operators.\n\n",
+        "Both mean: every condition holds.\n\n**Object form**: one key per path. A plain value means `$eq`, a list means `$in`, an object of operators applies each of them.\n\n",
     );
     let _ = write!(
         out,
-        "```json\n{{\"where\": {{{field}: {value}, \"points\": {{\"$gte\": 3}}, \"due\": {{\"$exists\": true}}}}}}\n```\n\n"
+        "```json\n{{\"where\": {{{e}: {v}, {n}: {{\"$gte\": 3, \"$lt\": 8}}, {d}: {{\"$exists\": true}}}}}}\n```\n\n",
+        e = ex.enum_field,
+        v = ex.enum_value,
+        n = ex.number_field,
+        d = ex.date_field,
     );
     out.push_str(
-        "**List form**: a list of `{field, operator, value}` conditions, every one must hold (the operator is written with or without `$`; `exists` and `notExists` take no value).\n\n",
+        "**List form**: a list of `{\"path\", \"operator\", \"value\"}` conditions. The operator may be written with or without `$` and defaults to `eq`; `exists` and `notExists` without a value mean `true`.\n\n",
     );
     let _ = write!(
         out,
-        "```json\n{{\"where\": [{{\"field\": {field}, \"operator\": \"$eq\", \"value\": {value}}}, {{\"field\": \"points\", \"operator\": \"$gte\", \"value\": 3}}, {{\"field\": \"due\", \"operator\": \"notExists\"}}]}}\n```\n"
+        "```json\n{{\"where\": [{{\"path\": {e}, \"operator\": \"eq\", \"value\": {v}}}, {{\"path\": {n}, \"operator\": \"$gte\", \"value\": 3}}, {{\"path\": {d}, \"operator\": \"notExists\"}}]}}\n```\n",
+        e = ex.enum_field,
+        v = ex.enum_value,
+        n = ex.number_field,
+        d = ex.date_field,
     );
     out
 }
 
-/// A field and value for the examples: the first enum field of the models, else `status`.
-fn example_condition(set: &ModelSet) -> (String, String) {
-    set.models
-        .iter()
-        .flat_map(|m| &m.fields)
-        .find(|f| f.field_type == FieldType::Enum)
-        .map(|f| (quote(&f.name), quote(&f.values[0])))
-        .unwrap_or_else(|| (quote("status"), quote("done")))
+/// Field names and a value for the query examples, taken from the models when they have
+/// such fields (JSON-quoted).
+struct Examples {
+    enum_field: String,
+    enum_value: String,
+    number_field: String,
+    date_field: String,
+}
+
+impl Examples {
+    fn of(set: &ModelSet) -> Examples {
+        let find = |t: FieldType| {
+            set.models
+                .iter()
+                .flat_map(|m| &m.fields)
+                .find(|f| f.field_type == t)
+        };
+        let (enum_field, enum_value) = find(FieldType::Enum)
+            .map(|f| (quote(&f.name), quote(&f.values[0])))
+            .unwrap_or_else(|| (quote("status"), quote("done")));
+        Examples {
+            enum_field,
+            enum_value,
+            number_field: quote(find(FieldType::Number).map_or("priority", |f| &f.name)),
+            date_field: quote(find(FieldType::Date).map_or("due", |f| &f.name)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -3169,6 +3204,13 @@ heading = "Stories"
         );
         assert!(md.contains("Documents: docids matching `epics/*`."), "{md}");
         assert!(md.contains("also accepted: Criteria, AC"), "{md}");
+        assert!(md.ends_with("(any metadata is accepted).\n"), "{md}");
+        assert!(!md.contains("Documents: any document"), "{md}");
+        let piped = ModelSet::from_toml(&one(
+            "[model.fields.x]\ntype = \"string\"\ndescription = \"a | b\"\n",
+        ))
+        .unwrap();
+        assert!(summary_markdown(&piped).contains("| a \\| b |"));
     }
 
     #[test]
@@ -3180,9 +3222,9 @@ heading = "Stories"
             "{p}"
         );
         assert!(p.contains("stories/login"), "{p}");
-        assert!(p.contains("## Required Frontmatter\n\n- `status` (enum (draft, ready, done)), default `\"draft\"`: Workflow state\n"), "{p}");
+        assert!(p.contains("## Required Frontmatter\n\n- `status`: enum (draft, ready, done), default `\"draft\"` — Workflow state\n"), "{p}");
         assert!(
-            p.contains("## Optional Frontmatter\n\n- `points` (number)\n"),
+            p.contains("## Optional Frontmatter\n\n- `points`: number\n"),
             "{p}"
         );
         assert!(p.contains("## Sections to Include\n\n- ## Acceptance Criteria (required)\n- ## Notes (optional)\n"), "{p}");
@@ -3222,12 +3264,21 @@ heading = "Stories"
             "{g}"
         );
         assert!(
-            g.contains(r#"{"where": {"status": "draft", "points": {"$gte": 3}"#),
+            g.contains(r#"{"where": {"status": "draft", "points": {"$gte": 3, "$lt": 8}, "due": {"$exists": true}}}"#),
             "{g}"
         );
         assert!(
-            g.contains(r#"{"where": [{"field": "status", "operator": "$eq", "value": "draft"}"#),
+            g.contains(r#"{"where": [{"path": "status", "operator": "eq", "value": "draft"}, {"path": "points", "operator": "$gte", "value": 3}, {"path": "due", "operator": "notExists"}]}"#),
             "{g}"
+        );
+        assert!(
+            g.contains(r#"`{"title": {"$regex": "^(Log\|Sign)"}}`"#),
+            "{g}"
+        );
+        let bare = query_guide(&ModelSet::new());
+        assert!(
+            bare.contains(r#"{"where": {"status": "done", "priority": {"$gte": 3"#),
+            "{bare}"
         );
     }
 }

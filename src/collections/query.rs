@@ -69,7 +69,7 @@
 //! - Everything is case-sensitive (except the `model` filter and method/direction names).
 //!
 //! Value rules checked when parsing: `$in`/`$notIn` need an array; `$exists`/`$notExists` a
-//! boolean (in the array form it may be omitted, meaning `true`); `$startsWith`, `$endsWith`
+//! boolean (`null`, or in the array form no value, means `true`); `$startsWith`, `$endsWith`
 //! and `$regex` a string; `$gt $gte $lt $lte` a number, string or boolean. Regexes are compiled
 //! once, with a 1 MiB size limit so that hostile patterns fail cleanly.
 //!
@@ -1859,7 +1859,19 @@ mod tests {
         assert_eq!(e.field, "where.meta.status");
         assert!(e.message.starts_with("unknown operator"));
         assert!(SortKey::new("", false).is_err());
-        assert!(Condition::new("a", Operator::Exists, json!(null)).is_err());
+        // `$exists`/`$notExists` with null (or, in the array form, no value) mean `true`.
+        let v = view(1, None, json!({"a": 1}));
+        assert!(
+            Condition::new("a", Operator::Exists, json!(null))
+                .unwrap()
+                .matches(&v)
+        );
+        assert!(
+            !Condition::new("a", Operator::NotExists, json!(null))
+                .unwrap()
+                .matches(&v)
+        );
+        assert!(Condition::new("a", Operator::Exists, json!(0)).is_err());
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
     "toc",
     "models_summary",
     "primer",
+    "query_guide",
+    "create_prompt",
     "document_json",
     "model_instance",
     "section_by_heading",
@@ -269,6 +271,13 @@ struct SectionByHeadingParams {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct CreatePromptParams {
+    model: String,
+    title: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SearchContentParams {
     pattern: String,
     #[serde(default)]
@@ -377,6 +386,19 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
         "toc" => Ok(Value::String(kb.toc()?)),
         "models_summary" => Ok(Value::String(kb.models_summary()?)),
         "primer" => Ok(Value::String(kb.primer()?)),
+        "query_guide" => Ok(Value::String(crate::collections::model::query_guide(
+            kb.models()?.as_ref(),
+        ))),
+        "create_prompt" => {
+            let p: CreatePromptParams = params(p)?;
+            let models = kb.models()?;
+            let m = models
+                .get(&p.model)
+                .ok_or_else(|| KbError::NotFound(format!("no model {:?}", p.model)))?;
+            Ok(Value::String(crate::collections::model::create_prompt(
+                m, &p.title,
+            )))
+        }
         "document_json" => Ok(kb.document_json(&params::<DocidParam>(p)?.docid)?),
         "model_instance" => {
             let p: ModelInstanceParams = params(p)?;

@@ -514,6 +514,7 @@ fn dispatch(
                     | "skill_delete"
                     | "agent_create"
                     | "agent_delete"
+                    | "models_load"
             ) {
                 state.notify();
             }

@@ -4,6 +4,7 @@
 // rmcp (they leave the protocol in 2026-07-28, which kbdb does not negotiate).
 #![allow(deprecated)]
 
+mod collection_tools;
 mod server;
 pub mod tools;
 mod transport;

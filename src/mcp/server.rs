@@ -123,7 +123,17 @@ impl Kbdb {
             "agent-list" => "agent_list",
             "agent-get" => "agent_get",
             "agent-delete" => "agent_delete",
-            other => return Err(format!("Unknown tool: {other}")),
+            other => {
+                let method = super::collection_tools::method_of(other)
+                    .ok_or_else(|| format!("Unknown tool: {other}"))?;
+                // `validate` takes `pathId` as its target too.
+                if other == "validate"
+                    && let Some(p) = args.remove("pathId")
+                {
+                    args.entry("target").or_insert(p);
+                }
+                method
+            }
         };
         Ok((method, Value::Object(args)))
     }
@@ -191,6 +201,101 @@ fn error_text(e: &KbError) -> String {
         }
         _ => e.to_string(),
     }
+}
+
+/// The `review-document` prompt text: the document, its validation, what to do.
+fn review_text(doc: &Value, v: &Value) -> String {
+    let errors: Vec<String> = v["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "- {}: {}",
+                e["path"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    let warnings: Vec<String> = v["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "- {}: {}",
+                e["path"].as_str().unwrap_or(""),
+                e["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    format!(
+        "Review the document \"{}\" ({}).\n\n## Model: {}\n## Validation: {} error(s)\n{}\n{}\n\n## Current Frontmatter\n{}\n\n## Outline\n{}\n\n## Document Content\n{}\n\nPlease suggest fixes for validation errors and check that all sections are complete. Make changes with `update_section` or `update_document`, then `validate`.",
+        doc["title"].as_str().unwrap_or(""),
+        doc["id"].as_str().unwrap_or(""),
+        doc["model"].as_str().unwrap_or(""),
+        errors.len(),
+        errors.join("\n"),
+        if warnings.is_empty() {
+            String::new()
+        } else {
+            format!("Warnings:\n{}", warnings.join("\n"))
+        },
+        serde_json::to_string_pretty(&doc["meta"]).unwrap_or_default(),
+        doc["outline"].as_str().unwrap_or(""),
+        doc["content"].as_str().unwrap_or(""),
+    )
+}
+
+/// The collection's static resources: URI, name, MIME type, description.
+const COLLECTION_RESOURCES: &[(&str, &str, &str, &str)] = &[
+    (
+        "kbdb://schema",
+        "schema",
+        "application/json",
+        "JSON schema of all registered models — fields, sections, relationships, document counts",
+    ),
+    (
+        "kbdb://toc",
+        "toc",
+        "text/markdown",
+        "Markdown table of contents for all documents in the collection",
+    ),
+    (
+        "kbdb://models-summary",
+        "models-summary",
+        "text/markdown",
+        "Generated MODELS.md describing all model definitions with attributes, sections, and relationships",
+    ),
+    (
+        "kbdb://primer",
+        "primer",
+        "text/markdown",
+        "Combined teach output — workflow, models summary, query guide and table of contents",
+    ),
+];
+
+/// `%XX` escapes of a URI segment decoded (headings with spaces arrive as `%20`).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(
+                std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"),
+                16,
+            )
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn section_uri(kbid: &str) -> String {
@@ -280,6 +385,7 @@ impl ServerHandler for Kbdb {
             Err(msg) => return Ok(tool_error(msg).into()),
         };
         let result = match self.call(method, params).await {
+            Ok(Value::String(text)) => text_result(text),
             Ok(v) => {
                 let mut r = text_result(serialise(&name, &v));
                 if v.is_object() {
@@ -311,22 +417,27 @@ impl ServerHandler for Kbdb {
         };
         let docs: Vec<crate::DocumentSummary> =
             self.call_as("docs", json!({})).await.map_err(internal)?;
-        let page: Vec<Resource> = docs
-            .iter()
-            .skip(start)
-            .take(PAGE)
-            .map(|d| {
-                let mut r = Resource::new(document_uri(&d.docid), d.docid.clone())
-                    .with_mime_type("application/json");
-                if let Some(t) = &d.title {
-                    r = r.with_title(t.clone());
-                }
-                r.with_description(format!(
-                    "{} section(s), updated {}",
-                    d.sections, d.updated_at
-                ))
-            })
-            .collect();
+        let mut page: Vec<Resource> = Vec::new();
+        if start == 0 {
+            for (uri, name, mime, description) in COLLECTION_RESOURCES {
+                page.push(
+                    Resource::new(*uri, *name)
+                        .with_mime_type(*mime)
+                        .with_description(*description),
+                );
+            }
+        }
+        page.extend(docs.iter().skip(start).take(PAGE).map(|d| {
+            let mut r = Resource::new(document_uri(&d.docid), d.docid.clone())
+                .with_mime_type("application/json");
+            if let Some(t) = &d.title {
+                r = r.with_title(t.clone());
+            }
+            r.with_description(format!(
+                "{} section(s), updated {}",
+                d.sections, d.updated_at
+            ))
+        }));
         let mut result = ListResourcesResult::with_all_items(page);
         if start + PAGE < docs.len() {
             result.next_cursor = Some((start + PAGE).to_string());
@@ -346,6 +457,17 @@ impl ServerHandler for Kbdb {
             ResourceTemplate::new("kbdb://document/{docid}", "document")
                 .with_description("Document + sections")
                 .with_mime_type("application/json"),
+            ResourceTemplate::new("kbdb://models/{model}/{docid}", "model-instance")
+                .with_description(
+                    "Typed document: metadata, sections by heading, relationships, validation",
+                )
+                .with_mime_type("application/json"),
+            ResourceTemplate::new(
+                "kbdb://document/{docid}/sections/{heading}",
+                "document-section",
+            )
+            .with_description("One section of a document, by heading (case-insensitive)")
+            .with_mime_type("text/markdown"),
         ]))
     }
 
@@ -370,6 +492,56 @@ impl ServerHandler for Kbdb {
                 ResourceContents::text(s.content, uri.clone()).with_mime_type(s.section_type)
             };
             return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        let text = |body: String, mime: &str| -> ReadResourceResponse {
+            ReadResourceResult::new(vec![
+                ResourceContents::text(body, uri.clone()).with_mime_type(mime.to_string()),
+            ])
+            .into()
+        };
+        let static_method = match uri.as_str() {
+            "kbdb://schema" => Some("schema"),
+            "kbdb://toc" => Some("toc"),
+            "kbdb://models-summary" => Some("models_summary"),
+            "kbdb://primer" => Some("primer"),
+            _ => None,
+        };
+        if let Some(m) = static_method {
+            return match self.call(m, json!({})).await.map_err(internal)? {
+                Value::String(s) => Ok(text(s, "text/markdown")),
+                v => Ok(text(
+                    serde_json::to_string_pretty(&v).map_err(internal)?,
+                    "application/json",
+                )),
+            };
+        }
+        if let Some(rest) = uri.strip_prefix("kbdb://models/")
+            && let Some((model, docid)) = rest.split_once('/')
+        {
+            let v = self
+                .call("model_instance", json!({"model": model, "docid": docid}))
+                .await
+                .map_err(|_| not_found())?;
+            return Ok(text(
+                serde_json::to_string_pretty(&v).map_err(internal)?,
+                "application/json",
+            ));
+        }
+        if let Some(rest) = uri.strip_prefix("kbdb://document/")
+            && let Some((docid, heading)) = rest.rsplit_once("/sections/")
+        {
+            let heading = percent_decode(heading);
+            let v = self
+                .call(
+                    "section_by_heading",
+                    json!({"docid": docid, "heading": heading}),
+                )
+                .await
+                .map_err(|_| not_found())?;
+            return Ok(text(
+                v.as_str().unwrap_or_default().to_string(),
+                "text/markdown",
+            ));
         }
         if let Some(docid) = uri.strip_prefix("kbdb://document/") {
             let doc = match self.call("retrieve", json!({"docid": docid})).await {
@@ -458,7 +630,62 @@ impl ServerHandler for Kbdb {
                 Some(Vec::new()),
             )
         }));
-        Ok(ListPromptsResult::with_all_items(prompts))
+        // The collection's prompts come first: one `create-<model>` per model, then the guides.
+        let schema = self.call("schema", json!({})).await.map_err(internal)?;
+        let mut collection: Vec<Prompt> = schema["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["name"] != "Base")
+            .map(|m| {
+                let name = m["name"].as_str().unwrap_or_default();
+                Prompt::new(
+                    format!("create-{}", name.to_lowercase()),
+                    Some(format!(
+                        "Guide creation of a new {name} document with proper schema and sections"
+                    )),
+                    Some(vec![
+                        PromptArgument::new("title")
+                            .with_required(true)
+                            .with_description(format!("Title for the new {name}")),
+                    ]),
+                )
+            })
+            .collect();
+        collection.push(Prompt::new(
+            "review-document",
+            Some("Fetch a document, run validation, and present it for review"),
+            Some(vec![
+                PromptArgument::new("pathId")
+                    .with_required(true)
+                    .with_description("The document's id (docid)"),
+            ]),
+        ));
+        collection.push(Prompt::new(
+            "teach",
+            Some(
+                "Full collection documentation — workflow, models, query guide and table of \
+                 contents. For a quick-start behavioral guide, use the `read_me` tool instead.",
+            ),
+            Some(Vec::new()),
+        ));
+        collection.push(Prompt::new(
+            "query-guide",
+            Some("Show available models, fields, and query operators to help build queries"),
+            Some(vec![
+                PromptArgument::new("intent")
+                    .with_required(true)
+                    .with_description("What you're trying to find (natural language)"),
+            ]),
+        ));
+        let taken: std::collections::HashSet<String> =
+            collection.iter().map(|p| p.name.to_string()).collect();
+        collection.extend(
+            prompts
+                .into_iter()
+                .filter(|p| !taken.contains(&p.name.to_string())),
+        );
+        Ok(ListPromptsResult::with_all_items(collection))
     }
 
     async fn get_prompt(
@@ -472,6 +699,81 @@ impl ServerHandler for Kbdb {
                 Some(json!({"name": request.name})),
             )
         };
+        let args = request.arguments.clone().unwrap_or_default();
+        let arg = |name: &str| -> std::result::Result<String, McpError> {
+            args.get(name)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .or_else(|| {
+                    (name == "pathId")
+                        .then(|| {
+                            args.get("docid")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                        })
+                        .flatten()
+                })
+                .ok_or_else(|| {
+                    McpError::invalid_params(
+                        format!("{name}: is required by prompt {}", request.name),
+                        Some(json!({"name": request.name})),
+                    )
+                })
+        };
+        let user = |text: String, description: String| -> GetPromptResponse {
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(description)
+                .into()
+        };
+        match request.name.as_str() {
+            "teach" => {
+                let text = self.call("primer", json!({})).await.map_err(internal)?;
+                return Ok(user(
+                    text.as_str().unwrap_or_default().to_string(),
+                    "Full collection documentation".into(),
+                ));
+            }
+            "query-guide" => {
+                let intent = arg("intent")?;
+                let guide = self
+                    .call("query_guide", json!({}))
+                    .await
+                    .map_err(internal)?;
+                return Ok(user(
+                    format!(
+                        "{}\n\n## What to find\n\n{intent}\n\nBuild a `query` tool call (model, where, sort, select) that finds it.",
+                        guide.as_str().unwrap_or_default()
+                    ),
+                    "Help construct a query".into(),
+                ));
+            }
+            "review-document" => {
+                let docid = arg("pathId")?;
+                let doc = self
+                    .call("document_json", json!({"docid": docid}))
+                    .await
+                    .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+                let v = self
+                    .call("validate", json!({"target": docid}))
+                    .await
+                    .map_err(internal)?;
+                return Ok(user(review_text(&doc, &v), "Review a document".into()));
+            }
+            name => {
+                if let Some(model) = name.strip_prefix("create-") {
+                    let title = arg("title")?;
+                    if let Ok(text) = self
+                        .call("create_prompt", json!({"model": model, "title": title}))
+                        .await
+                    {
+                        return Ok(user(
+                            text.as_str().unwrap_or_default().to_string(),
+                            format!("Create a {model} document"),
+                        ));
+                    }
+                }
+            }
+        }
         if let Some(agent) = request.name.strip_prefix("agent:") {
             let a: AgentDefinition = self
                 .call_as(
@@ -681,6 +983,24 @@ async fn notifier(
                 if kind == "section_added" || kind == "section_removed" {
                     // A skill is a section; telling the client costs less than finding out.
                     let _ = peer.notify_prompt_list_changed().await;
+                }
+                if kind == "models_changed" {
+                    // New models: new `create-<model>` prompts, a new schema and summary.
+                    let _ = peer.notify_prompt_list_changed().await;
+                    for uri in ["kbdb://schema", "kbdb://models-summary", "kbdb://primer"] {
+                        let subscribed = state
+                            .subscriptions
+                            .lock()
+                            .map(|s| s.contains(uri))
+                            .unwrap_or(false);
+                        if subscribed {
+                            let _ = peer
+                                .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                                    uri.to_string(),
+                                ))
+                                .await;
+                        }
+                    }
                 }
                 Ok(())
             }

@@ -12,27 +12,32 @@ use serde_json::{Value, json};
 
 /// Every tool definition, as the `tools` array of a `tools/list` result.
 pub fn tool_definitions() -> Value {
-    Value::Array(vec![
-        search(),
-        learn(),
-        unlearn(),
-        retrieve(),
-        recall(),
-        content(),
-        status(),
-        check(),
-        gc(),
-        rebuild(),
-        export(),
-        skill_learn(),
-        skill_list(),
-        skill_get(),
-        skill_delete(),
-        agent_create(),
-        agent_list(),
-        agent_get(),
-        agent_delete(),
-    ])
+    Value::Array(
+        vec![
+            search(),
+            learn(),
+            unlearn(),
+            retrieve(),
+            recall(),
+            content(),
+            status(),
+            check(),
+            gc(),
+            rebuild(),
+            export(),
+            skill_learn(),
+            skill_list(),
+            skill_get(),
+            skill_delete(),
+            agent_create(),
+            agent_list(),
+            agent_get(),
+            agent_delete(),
+        ]
+        .into_iter()
+        .chain(super::collection_tools::definitions())
+        .collect(),
+    )
 }
 
 /// Tools whose result JSON the spec says is serialised with 2-space indentation (each tool's
@@ -69,9 +74,9 @@ pub fn compact_tools() -> &'static [&'static str] {
 }
 
 /// The spec's annotation hints, in table order: readOnly, destructive, idempotent, openWorld.
-struct Hints(bool, bool, bool, bool);
+pub(crate) struct Hints(pub bool, pub bool, pub bool, pub bool);
 
-fn tool(name: &str, title: &str, description: &str, schema: Value, h: Hints) -> Value {
+pub(crate) fn tool(name: &str, title: &str, description: &str, schema: Value, h: Hints) -> Value {
     json!({
         "name": name,
         "title": title,
@@ -88,7 +93,7 @@ fn tool(name: &str, title: &str, description: &str, schema: Value, h: Hints) -> 
 }
 
 /// An object schema that rejects unknown properties.
-fn object(properties: Value, required: &[&str]) -> Value {
+pub(crate) fn object(properties: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
         "properties": properties,

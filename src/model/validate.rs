@@ -154,6 +154,21 @@ pub fn validate_tags(tags: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Document metadata: a JSON object of at most `MAX_METADATA_BYTES` as text. Returns the text.
+pub fn validate_metadata(meta: &serde_json::Map<String, serde_json::Value>) -> Result<String> {
+    let text = serde_json::Value::Object(meta.clone()).to_string();
+    if text.len() > MAX_METADATA_BYTES {
+        return Err(KbError::invalid(
+            "metadata",
+            format!(
+                "is {} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
+                text.len()
+            ),
+        ));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,19 +202,4 @@ mod tests {
         assert_eq!(t, vec!["a", "b"]);
         assert!(validate_tags(&["".into()]).is_err());
     }
-}
-
-/// Document metadata: a JSON object of at most `MAX_METADATA_BYTES` as text. Returns the text.
-pub fn validate_metadata(meta: &serde_json::Map<String, serde_json::Value>) -> Result<String> {
-    let text = serde_json::Value::Object(meta.clone()).to_string();
-    if text.len() > MAX_METADATA_BYTES {
-        return Err(KbError::invalid(
-            "metadata",
-            format!(
-                "is {} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
-                text.len()
-            ),
-        ));
-    }
-    Ok(text)
 }

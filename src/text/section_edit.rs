@@ -6,6 +6,7 @@
 //! section runs from its heading line to the next heading of the same or a higher level (a
 //! lower number) or the end of the text, so it includes its subsections.
 
+use std::collections::HashSet;
 use std::str::FromStr;
 
 use super::markdown::{atx_heading, fence};
@@ -228,13 +229,17 @@ fn normalized(s: &str) -> String {
 /// What the caller asked for, without a leading `#…` marker they may have copied along.
 fn wanted(heading: &str) -> Vec<String> {
     let trimmed = heading.trim();
-    let mut out = vec![match atx_heading(trimmed) {
-        Some((_, text)) => normalized(&text),
-        None => normalized(trimmed),
-    }];
-    let stripped = normalized(trimmed.trim_start_matches('#'));
-    if !out.contains(&stripped) {
-        out.push(stripped);
+    let mut out: Vec<String> = Vec::with_capacity(3);
+    let candidates = [
+        atx_heading(trimmed).map(|(_, text)| text),
+        Some(trimmed.to_string()),
+        Some(trimmed.trim_start_matches('#').to_string()),
+    ];
+    for c in candidates.into_iter().flatten() {
+        let c = normalized(&c);
+        if !out.contains(&c) {
+            out.push(c);
+        }
     }
     out
 }
@@ -256,12 +261,12 @@ pub fn find_section(
     }
     let shown = super::preview(heading.trim(), 80);
     if matches.is_empty() {
-        let mut available: Vec<String> = Vec::new();
-        for h in &all {
-            if !available.contains(&h.text) {
-                available.push(h.text.clone());
-            }
-        }
+        let mut seen = HashSet::new();
+        let available: Vec<String> = all
+            .iter()
+            .filter(|h| seen.insert(h.text.as_str()))
+            .map(|h| h.text.clone())
+            .collect();
         return Err(EditError::NotFound {
             heading: shown,
             available,
@@ -679,6 +684,92 @@ mod tests {
         assert_eq!(find_section(md, "#tag", None).unwrap().line, 1);
         assert_eq!(find_section(md, "# #tag", None).unwrap().line, 1);
         assert_eq!(find_section(md, "tag", None).unwrap().line, 3);
+        let md = "# # x\n";
+        assert_eq!(find_section(md, "# x", None).unwrap().line, 1);
+    }
+
+    #[test]
+    fn random_documents_never_panic() {
+        const PIECES: &[&str] = &[
+            "# A\n",
+            "## a\n",
+            "### B\r\n",
+            "# é ü\n",
+            "## A ##\n",
+            "```\n",
+            "~~~\n",
+            "````\n",
+            "text\n",
+            "\n",
+            "\r\n",
+            "\r",
+            "é",
+            "日本",
+            "#x\n",
+            "  # C\n",
+            "    # D\n",
+            "  \n",
+            "- item\n",
+            "Setext\n===\n",
+            "\t\n",
+            "# \n",
+        ];
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let texts = |hs: &[Heading]| {
+            hs.iter()
+                .map(|h| (h.level, normalized(&h.text)))
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..1500 {
+            let md: String = (0..next(25)).map(|_| PIECES[next(PIECES.len())]).collect();
+            let hs = headings(&md);
+            for (i, h) in hs.iter().enumerate() {
+                assert!(h.start < h.body_start || h.body_start == md.len());
+                assert!(h.body_start <= h.end && h.end <= md.len());
+                let occurrence = hs[..i]
+                    .iter()
+                    .filter(|x| normalized(&x.text) == normalized(&h.text))
+                    .count()
+                    + 1;
+                let query = format!("## {}", h.text);
+                assert_eq!(
+                    find_section(&md, &query, Some(occurrence)).unwrap(),
+                    *h,
+                    "{md:?}"
+                );
+                let inside = |x: &Heading| x.start >= h.start && x.start < h.end;
+                let kept: Vec<Heading> = hs.iter().filter(|x| !inside(x)).cloned().collect();
+                for action in Action::ALL {
+                    let content = PIECES[next(PIECES.len())];
+                    let out = edit(&md, &query, action, Some(content), Some(occurrence))
+                        .unwrap_or_else(|e| panic!("{md:?} {action}: {e}"));
+                    assert!(out.is_empty() || out.ends_with('\n'), "{out:?}");
+                    let out_texts = texts(&headings(&out));
+                    let contains_fence = |s: &str| s.lines().any(|l| fence(l).is_some());
+                    if action == Action::Remove {
+                        assert_eq!(out_texts, texts(&kept), "{md:?} -> {out:?}");
+                    }
+                    if action == Action::Replace
+                        && !contains_fence(content)
+                        && atx_heading(content.trim()).is_none()
+                    {
+                        let mut want = kept.clone();
+                        let at = want
+                            .iter()
+                            .position(|x| x.start > h.start)
+                            .unwrap_or(want.len());
+                        want.insert(at, h.clone());
+                        assert_eq!(out_texts, texts(&want), "{md:?} -> {out:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
