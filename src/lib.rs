@@ -620,7 +620,16 @@ impl Kb {
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let syn = store::synonyms::Reader::open(&txn)?;
-        let mut r = search::run(req, &searcher, &fields, &t, &|w| syn.get(w), vector)?;
+        let documents = self.collection_filter(req)?;
+        let mut r = search::run(
+            req,
+            &searcher,
+            &fields,
+            &t,
+            &|w| syn.get(w),
+            vector,
+            documents.as_ref(),
+        )?;
         r.search_mode = retrieval.as_str().to_string();
         r.retrieval_method = match vector {
             Some(v) if v.only => "vector",
@@ -757,6 +766,7 @@ impl Kb {
             synonyms_imported: 0,
             vectors_found: plan.vectors_found,
             vectors_reused: 0,
+            models_imported: false,
             problems: plan.problems,
             elapsed_ms: 0.0,
         };
@@ -798,6 +808,10 @@ impl Kb {
         }
         drop(bands);
         self.index_committed_changes();
+        if let Some(models) = &plan.models {
+            self.models_load(models)?;
+            result.models_imported = true;
+        }
         if let Some((meta, idx)) = &plan.vectors {
             result.vectors_reused = self.reuse_imported_vectors(meta, idx, &imported_kbids)?;
         }

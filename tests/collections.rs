@@ -347,3 +347,239 @@ fn validation_reports_each_rule_and_never_gates() {
         "bogus"
     );
 }
+
+#[test]
+fn section_edits_by_heading() {
+    let db = collection();
+    let body = |db: &TestDb| {
+        db.json(&["doc", "show", "stories/login"])["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let kbids_before = db.json(&["retrieve", "--docid", "stories/login"])["kbids"].clone();
+    // "Notes" appears twice: ambiguous until `occurrence` picks one.
+    let e = fails(
+        &db,
+        &[
+            "doc",
+            "section",
+            "stories/login",
+            "notes",
+            "--action",
+            "replace",
+            "--content",
+            "x",
+        ],
+    );
+    assert!(e.contains("2") && e.contains("occurrence"), "{e}");
+    let r = db.json(&[
+        "doc",
+        "section",
+        "stories/login",
+        "notes",
+        "--action",
+        "replace",
+        "--content",
+        "Replaced second notes.",
+        "--occurrence",
+        "2",
+    ]);
+    assert_eq!(r["changed"], true);
+    let text = body(&db);
+    assert!(
+        text.contains("Rate limiting lives in the gateway."),
+        "{text}"
+    );
+    assert!(
+        text.contains("Replaced second notes.") && !text.contains("A second section"),
+        "{text}"
+    );
+    // Unchanged sections keep their kbids; the edited one gets a new one.
+    let kbids_after = db.json(&["retrieve", "--docid", "stories/login"])["kbids"].clone();
+    assert_eq!(kbids_before[0], kbids_after[0]);
+    assert_ne!(kbids_before, kbids_after);
+    // The "## Acceptance Criteria" inside the code fence is not a heading: one match only.
+    db.json(&[
+        "doc",
+        "section",
+        "stories/login",
+        "Acceptance Criteria",
+        "--action",
+        "append",
+        "--content",
+        "- sessions expire after a day",
+    ]);
+    let text = body(&db);
+    let ac = text.find("## Acceptance Criteria").unwrap();
+    let added = text.find("- sessions expire after a day").unwrap();
+    let notes = text.find("## Notes").unwrap();
+    assert!(ac < added && added < notes, "{text}");
+    assert!(text.contains("this is code, not a heading"));
+    // insert_before / insert_after / remove.
+    db.json(&[
+        "doc",
+        "section",
+        "stories/login",
+        "Acceptance Criteria",
+        "--action",
+        "insert_before",
+        "--content",
+        "## Context\n\nWhy this matters.",
+    ]);
+    db.json(&[
+        "doc",
+        "section",
+        "stories/login",
+        "Acceptance Criteria",
+        "--action",
+        "insert_after",
+        "--content",
+        "## Risks\n\nNone known.",
+    ]);
+    let text = body(&db);
+    let (c, a, r) = (
+        text.find("## Context").unwrap(),
+        text.find("## Acceptance").unwrap(),
+        text.find("## Risks").unwrap(),
+    );
+    assert!(c < a && a < r, "{text}");
+    db.json(&[
+        "doc",
+        "section",
+        "stories/login",
+        "risks",
+        "--action",
+        "remove",
+    ]);
+    assert!(!body(&db).contains("## Risks"));
+    // Not found lists the headings; a missing content is named; nothing changes.
+    let before = db.state();
+    let e = fails(
+        &db,
+        &[
+            "doc",
+            "section",
+            "stories/login",
+            "Nope",
+            "--action",
+            "remove",
+        ],
+    );
+    assert!(
+        e.contains("\"Context\"") && e.contains("\"Acceptance Criteria\""),
+        "{e}"
+    );
+    let e = fails(
+        &db,
+        &[
+            "doc",
+            "section",
+            "stories/login",
+            "Context",
+            "--action",
+            "append",
+        ],
+    );
+    assert!(e.contains("content"), "{e}");
+    assert_eq!(db.state(), before);
+    // The metadata survives edits.
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "stories/login"])["metadata"]["points"],
+        5
+    );
+}
+
+#[test]
+fn create_validates_clean_and_search_filters_by_model_and_metadata() {
+    let db = collection();
+    let r = db.json(&[
+        "doc",
+        "create",
+        "--model",
+        "Story",
+        "--title",
+        "Dark mode",
+        "--meta",
+        r#"{"points": 1}"#,
+    ]);
+    assert_eq!(r["docid"], "stories/dark-mode");
+    assert_eq!(r["validation"]["valid"], true, "{r}");
+    let doc = db.json(&["retrieve", "--docid", "stories/dark-mode"]);
+    assert_eq!(doc["metadata"], json!({"points": 1, "status": "draft"}));
+    assert_eq!(db.json(&["validate", "stories/dark-mode"])["valid"], true);
+    // A Person created under another folder keeps its model through `_model`.
+    let p = db.json(&[
+        "doc",
+        "create",
+        "--model",
+        "Person",
+        "--title",
+        "Sam",
+        "--docid",
+        "team/sam",
+        "--meta",
+        r#"{"role": "pm"}"#,
+    ]);
+    assert_eq!(p["validation"]["model"], "Person");
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "team/sam"])["metadata"]["_model"],
+        "Person"
+    );
+
+    // Search restricted by model and metadata.
+    let all = db.json(&["search", "session"]);
+    assert!(!all["items"].as_array().unwrap().is_empty());
+    let stories = db.json(&[
+        "search",
+        "session",
+        "--model",
+        "Story",
+        "--where",
+        r#"{"status": "ready"}"#,
+    ]);
+    for item in stories["items"].as_array().unwrap() {
+        assert_eq!(item["docids"][0], "stories/login", "{stories}");
+    }
+    let none = db.json(&[
+        "search",
+        "session",
+        "--model",
+        "Story",
+        "--where",
+        r#"{"points": {"$gt": 100}}"#,
+    ]);
+    assert!(none["items"].as_array().unwrap().is_empty(), "{none}");
+    assert!(none["hint"].as_str().unwrap().contains("filters"), "{none}");
+    let e = fails(&db, &["search", "x", "--model", "Nope"]);
+    assert!(e.contains("Nope"), "{e}");
+
+    // Delete: the document goes, its sections become collectable.
+    let d = db.json(&["doc", "delete", "stories/dark-mode"]);
+    assert_eq!(d["action"], "delete");
+    let e = fails(&db, &["doc", "show", "stories/dark-mode"]);
+    assert!(e.contains("not found"), "{e}");
+}
+
+#[test]
+fn models_and_metadata_travel_through_export_and_import() {
+    let db = collection();
+    let out = db.tmp.path().join("export");
+    db.json(&["export", out.to_str().unwrap()]);
+    assert!(out.join("models.toml").exists());
+    let other = TestDb::new();
+    let r = other.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(r["models_imported"], true, "{r}");
+    assert_eq!(
+        other.json(&["query", "--model", "Story", "--method", "count"])["count"],
+        3
+    );
+    let q = other.json(&[
+        "query",
+        "--model",
+        "Story",
+        "--where",
+        r#"{"meta.nested.team": "identity"}"#,
+    ]);
+    assert_eq!(ids(&q), ["stories/login"]);
+}

@@ -410,6 +410,12 @@ pub struct SearchArgs {
     /// Only sections of this document
     #[arg(long)]
     pub docid: Option<String>,
+    /// Only sections of documents of this model (collections)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Only sections of documents whose metadata matches, as JSON (the `query` where)
+    #[arg(long = "where", value_name = "JSON")]
+    pub where_: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -461,7 +467,7 @@ pub enum DocAction {
         #[arg(long, value_name = "JSON")]
         meta: Option<String>,
         /// The markdown body (instead of the scaffold)
-        #[arg(long, conflicts_with = "file")]
+        #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
         content: Option<String>,
         /// Read the body from a file
         #[arg(long)]
@@ -476,7 +482,7 @@ pub enum DocAction {
         /// Metadata to merge, as a JSON object (a null value removes the key)
         #[arg(long, value_name = "JSON")]
         meta: Option<String>,
-        #[arg(long, conflicts_with = "file")]
+        #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
         content: Option<String>,
         #[arg(long)]
         file: Option<std::path::PathBuf>,
@@ -490,7 +496,7 @@ pub enum DocAction {
         heading: String,
         #[arg(long, value_parser = ["replace", "append", "remove", "insert_before", "insert_after"])]
         action: String,
-        #[arg(long, conflicts_with = "file")]
+        #[arg(long, conflicts_with = "file", allow_hyphen_values = true)]
         content: Option<String>,
         #[arg(long)]
         file: Option<std::path::PathBuf>,

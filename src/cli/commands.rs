@@ -336,6 +336,14 @@ fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
         tags: a.tags,
         section_type: a.section_type,
         docid: a.docid,
+        model: a.model,
+        where_: match &a.where_ {
+            Some(w) => Some(
+                serde_json::from_str(w)
+                    .map_err(|e| KbError::invalid("where", format!("is not valid JSON: {e}")))?,
+            ),
+            None => None,
+        },
     };
     let r = kb.search(&req)?;
     if format == Format::Json {

@@ -769,6 +769,45 @@ impl Kb {
         Ok(json!({ "files": files, "count": files.len() }))
     }
 
+    /// The documents a search's `model`/`where` allow (None: no collection filter).
+    pub(crate) fn collection_filter(
+        &self,
+        req: &crate::search::SearchRequest,
+    ) -> Result<Option<std::collections::HashSet<String>>> {
+        if !req.has_collection_filter() {
+            return Ok(None);
+        }
+        let mut q = json!({});
+        if let Some(m) = &req.model {
+            q["model"] = json!(m);
+        }
+        if let Some(w) = &req.where_ {
+            q["where"] = w.clone();
+        }
+        let spec = QuerySpec::from_json(&q).map_err(|e| KbError::InvalidInput {
+            message: e.to_string(),
+            field: e.field,
+        })?;
+        let (guard, models) = self.doc_index()?;
+        if let Some(m) = &spec.model
+            && models.get(m).is_none()
+        {
+            return Err(KbError::invalid(
+                "model",
+                format!("no model {m:?}; the models are: {}", model_names(&models)),
+            ));
+        }
+        let ix = guard.as_ref().expect("loaded above");
+        let outcome = query::run(ix.docs.values().map(|e| &e.view), &spec);
+        Ok(Some(
+            outcome
+                .docs()
+                .iter()
+                .filter_map(|v| v["id"].as_str().map(str::to_string))
+                .collect(),
+        ))
+    }
+
     fn begin_write_txn(&self) -> Result<redb::WriteTransaction> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;

@@ -271,6 +271,12 @@ fn write_all(
         let doc = std::collections::BTreeMap::from([("synonyms", table)]);
         write_new(&root.join(layout::SYNONYMS), toml_text(&doc)?.as_bytes())?;
     }
+    if let Some(models) = txn
+        .open_table(crate::store::tables::COLLECTION)?
+        .get("models")?
+    {
+        write_new(&root.join(layout::MODELS), models.value().as_bytes())?;
+    }
     if opts.with_indexes {
         super::write_export_indexes(&t, root, &index_input, now)?;
         super::write_export_vectors(txn, root, now)?;

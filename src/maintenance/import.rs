@@ -36,6 +36,9 @@ pub struct ImportResult {
     pub synonyms_imported: u64,
     /// Vectors found in `indexes/vectors.idx` and valid.
     pub vectors_found: u64,
+    /// Whether the layout's `models.toml` replaced the database's models.
+    #[serde(default)]
+    pub models_imported: bool,
     /// Of those, vectors stored for imported sections: their model is the configured provider's
     /// (docs/vectors.md); the others are embedded anew.
     pub vectors_reused: u64,
@@ -58,6 +61,8 @@ pub(crate) struct Plan {
     pub vectors_found: u64,
     /// The valid vectors of the layout with their metadata.
     pub vectors: Option<(VectorsMeta, VectorsIdx)>,
+    /// The layout's `models.toml`, checked.
+    pub models: Option<String>,
     pub problems: Vec<ImportProblem>,
 }
 
@@ -245,6 +250,20 @@ pub(crate) fn read_layout(
         }
     }
 
+    let models_path = root.join(layout::MODELS);
+    let mut models = None;
+    if models_path.exists() {
+        match read_regular(&models_path) {
+            Ok(b) => {
+                let text = String::from_utf8_lossy(&b).into_owned();
+                match crate::collections::model::ModelSet::from_toml(&text) {
+                    Ok(_) => models = Some(text),
+                    Err(e) => r.problem(&models_path, e.to_string())?,
+                }
+            }
+            Err(e) => r.problem(&models_path, e)?,
+        }
+    }
     let vectors = read_vectors(&mut r, root)?;
     progress(expected, expected);
     Ok(Plan {
@@ -256,6 +275,7 @@ pub(crate) fn read_layout(
             .map(|(_, idx)| idx.records.len() as u64)
             .unwrap_or(0),
         vectors,
+        models,
         problems: r.problems,
     })
 }

@@ -12,6 +12,8 @@ pub const SECTIONS_DIR: &str = "sections";
 pub const DOCUMENTS_DIR: &str = "documents";
 pub const INDEXES_DIR: &str = "indexes";
 pub const SYNONYMS: &str = "synonyms.toml";
+/// The collection's models (docs/collections.md), when loaded.
+pub const MODELS: &str = "models.toml";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

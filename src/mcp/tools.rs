@@ -193,6 +193,16 @@ fn search() -> Value {
                 "docid": {
                     "type": "string",
                     "description": "Only sections of this document (kbdb filter)."
+                },
+                "model": {
+                    "type": "string",
+                    "description": "Only sections of documents of this collection model (see \
+                                    `inspect`)."
+                },
+                "where": {
+                    "description": "Only sections of documents whose metadata matches — the \
+                                    `where` of the `query` tool (object or array form).",
+                    "anyOf": [{"type": "object"}, {"type": "array"}]
                 }
             }),
             &["query"],
@@ -869,7 +879,9 @@ mod tests {
                 "content",
                 "tags",
                 "type",
-                "docid"
+                "docid",
+                "model",
+                "where"
             ])
         );
         assert_eq!(

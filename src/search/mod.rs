@@ -56,9 +56,20 @@ pub struct SearchRequest {
     pub section_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docid: Option<String>,
+    /// Only sections of documents of this model (collections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Only sections of documents whose metadata matches (the `query` tool's `where`).
+    #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
+    pub where_: Option<serde_json::Value>,
 }
 
 impl SearchRequest {
+    /// Whether the request filters by collection (model or metadata).
+    pub fn has_collection_filter(&self) -> bool {
+        self.model.is_some() || self.where_.is_some()
+    }
+
     pub fn new(query: impl Into<String>) -> Self {
         SearchRequest {
             query: query.into(),
@@ -235,6 +246,8 @@ pub(crate) struct Filters {
     pub tags: Vec<String>,
     pub section_type: Option<String>,
     pub docid: Option<String>,
+    /// Documents allowed by `model`/`where` (None: no such filter).
+    pub documents: Option<std::collections::HashSet<String>>,
 }
 
 impl Filters {
@@ -251,11 +264,15 @@ impl Filters {
             tags,
             section_type,
             docid: req.docid.clone(),
+            documents: None,
         })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tags.is_empty() && self.section_type.is_none() && self.docid.is_none()
+        self.tags.is_empty()
+            && self.section_type.is_none()
+            && self.docid.is_none()
+            && self.documents.is_none()
     }
 
     /// Whether the section passes (unknown sections do not).
@@ -274,10 +291,18 @@ impl Filters {
         if !self.tags.iter().all(|t| rec.tags.contains(t)) {
             return Ok(false);
         }
-        if let Some(d) = &self.docid
-            && !store.docs_of(kbid)?.contains(d)
-        {
-            return Ok(false);
+        if self.docid.is_some() || self.documents.is_some() {
+            let docs = store.docs_of(kbid)?;
+            if let Some(d) = &self.docid
+                && !docs.contains(d)
+            {
+                return Ok(false);
+            }
+            if let Some(allowed) = &self.documents
+                && !docs.iter().any(|d| allowed.contains(d))
+            {
+                return Ok(false);
+            }
         }
         Ok(true)
     }
@@ -298,6 +323,7 @@ pub(crate) fn run(
     store: &ReadTables,
     user_synonyms: &dyn Fn(&str) -> Vec<String>,
     vector: Option<&VectorHits>,
+    documents: Option<&std::collections::HashSet<String>>,
 ) -> Result<SearchResponse> {
     let mode = match req.mode.as_deref().map(str::trim) {
         // A retrieval path in `mode` (hybrid-search spec) lists sections.
@@ -368,6 +394,16 @@ pub(crate) fn run(
     if let Some(d) = &req.docid {
         filters.push(query::filter(fields.docids, d));
     }
+    if let Some(allowed) = documents {
+        filters.push(Box::new(tantivy::query::ConstScoreQuery::new(
+            Box::new(tantivy::query::TermSetQuery::new(
+                allowed
+                    .iter()
+                    .map(|d| tantivy::Term::from_field_text(fields.docids, d)),
+            )),
+            0.0,
+        )));
+    }
     let has_filters = !filters.is_empty();
 
     let proximity = b.proximity_query(&parsed.parts);
@@ -423,7 +459,7 @@ pub(crate) fn run(
             let unfiltered = searcher.search(&build(false, false), &Count).map_err(ts)?;
             if unfiltered > 0 && has_filters {
                 format!(
-                    "{unfiltered} section(s) contain the words, but the filters (tags, type, docid) exclude all of them"
+                    "{unfiltered} section(s) contain the words, but the filters (tags, type, docid, model, where) exclude all of them"
                 )
             } else {
                 let labels: Vec<String> = parsed.parts.iter().map(|p| p.label()).collect();

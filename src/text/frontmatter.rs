@@ -1210,7 +1210,7 @@ mod tests {
             let kinds = if depth >= 4 { 6 } else { 8 };
             match self.below(kinds) {
                 0 if nulls => Value::Null,
-                0 | 1 => Value::Bool(self.next() % 2 == 0),
+                0 | 1 => Value::Bool(self.next().is_multiple_of(2)),
                 2 => Value::from(self.next() as i64 >> self.below(64)),
                 3 => {
                     let f = f64::from_bits(self.next());

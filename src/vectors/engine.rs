@@ -292,7 +292,8 @@ impl Kb {
 
     /// The nearest sections to `query` that pass the request's filters, best first.
     fn vector_hits(&self, req: &SearchRequest, query: &[f32]) -> Result<Vec<(String, f32)>> {
-        let filters = Filters::of(req)?;
+        let mut filters = Filters::of(req)?;
+        filters.documents = self.collection_filter(req)?;
         self.ensure_matrix(query.len())?;
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
