@@ -60,17 +60,9 @@ pub fn section_text(level: Option<u32>, title: &str, body: &str) -> String {
 
 /// Every section of `path`, in file order.
 pub fn read_sections(path: &Path) -> Result<Vec<Section>, BoxError> {
-    read_sections_max(path, usize::MAX)
-}
-
-/// The first `max` sections of `path` (the rest of the file is not read).
-pub fn read_sections_max(path: &Path, max: usize) -> Result<Vec<Section>, BoxError> {
     let f = fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in BufReader::new(f).lines().enumerate() {
-        if out.len() >= max {
-            break;
-        }
         let line = line?;
         if line.trim().is_empty() {
             continue;
