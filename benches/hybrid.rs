@@ -24,13 +24,14 @@
 //!   figures are reported: sections/s over the whole rebuild (lexical reindex included), over
 //!   its vector phase (from the vector rebuild's first progress call to the end: reading the
 //!   sections, embedding, one durable commit per batch of 64), and over the time spent inside
-//!   the provider's `embed` alone. The mean length of what was embedded (characters of the
+//!   the provider's `embed` alone; and the process CPU time of the rebuild (`getrusage`, all
+//!   threads: ONNX Runtime runs 2 intra-op threads) as vectors per CPU-second. The mean length of what was embedded (characters of the
 //!   embedding input `title\ncontent`, and tokens by the model's tokenizer, also after the
 //!   provider's cut at 256) goes with it: throughput depends on it. Embedding all `--n`
 //!   sections with the real model would take far too long on a small machine, hence the sample.
 //! * Query embedding (real model): every query embedded alone (`provider.embed([text])`, as a
 //!   search does), one warm-up pass over the first 10 queries, then `--repeat` timed passes;
-//!   p50/p99. Not part of the search latencies below.
+//!   p50/p99 and the mean process CPU per query. Not part of the search latencies below.
 //! * Latency at scale: a fresh database with `--n` sections (learned as above, timed), then a
 //!   *synthetic* provider is set (`synthetic-384`: a deterministic pseudo-random unit vector of
 //!   384 dimensions per text, seeded from an FNV-1a hash of it; microseconds per text) and
@@ -46,6 +47,8 @@
 //!   calling thread's CPU time per query (`CLOCK_THREAD_CPUTIME_ID`; searches run in the
 //!   calling thread) and the same ratio of it, which a loaded machine does not inflate. The
 //!   responses of the first timed pass are checked: retrieval method, warnings, zero hits.
+//! * Breakdown: the matrix scan alone, `VectorMatrix::top(query, FUSION_DEPTH)` on an in-memory
+//!   matrix of as many synthetic vectors (built in the bench, no store), timed the same way.
 //! * Memory: `status().vectors.memory_bytes` after the passes (the loaded matrix: i8 codes, one
 //!   f32 scale, the kbid and the row map per vector), per vector, next to the raw codes.
 //!
@@ -301,7 +304,9 @@ fn throughput(a: &Args, secs: &[Section], onnx: &Arc<OnnxProvider>) -> Result<Va
     }
     let timed = Arc::new(Timed::new(onnx.clone()));
     kb.set_embedding_provider(timed.clone())?;
+    let cpu0 = process_cpu_s();
     let (r, wall, vector_s) = timed_rebuild(&kb)?;
+    let cpu_s = process_cpu_s() - cpu0;
     let embedded = r.vectors_embedded.unwrap_or(0);
     let failures = r.vector_failures.unwrap_or(0);
     let embed_s = timed.nanos.load(Ordering::Relaxed) as f64 / 1e9;
@@ -333,6 +338,8 @@ fn throughput(a: &Args, secs: &[Section], onnx: &Arc<OnnxProvider>) -> Result<Va
         "vector_phase_seconds": vector_s.map(|s| round(s, 3)),
         "embed_call_seconds": round(embed_s, 3),
         "embed_calls": timed.calls.load(Ordering::Relaxed),
+        "rebuild_process_cpu_seconds": round(cpu_s, 3),
+        "vectors_per_process_cpu_second": (cpu_s > 0.0).then(|| round(embedded as f64 / cpu_s, 1)),
         "vectors_embedded": embedded, "vector_failures": failures,
         "stored_vectors": status.count,
         "sections_per_s": {
@@ -386,6 +393,7 @@ fn query_embedding(
         onnx.embed(&[q.text.trim().to_string()])?; // warm-up
     }
     let mut lat = Vec::with_capacity(queries.len() * repeat);
+    let cpu0 = process_cpu_s();
     for _ in 0..repeat {
         for q in queries {
             let text = vec![q.text.trim().to_string()];
@@ -397,9 +405,10 @@ fn query_embedding(
             }
         }
     }
+    let cpu_ms = (process_cpu_s() - cpu0) * 1000.0 / lat.len().max(1) as f64;
     Ok(json!({
         "model": MODEL, "queries": queries.len(), "timed_runs": lat.len(),
-        "latency_ms": pct(&lat),
+        "latency_ms": pct(&lat), "process_cpu_ms_mean": round(cpu_ms, 3),
         "what": "OnnxProvider::embed of one query text (tokenize + run + pool), one thread calling",
     }))
 }
@@ -515,6 +524,7 @@ fn scale(a: &Args, secs: &[Section], queries: &[Query]) -> Result<Value, BoxErro
     }
     let st = kb.status()?;
     let v = &st.vectors;
+    let scan = scan_alone(v.count as usize, &qvecs, a.repeat);
     let ratio = |i: usize, cpu: bool| {
         let p50 = |s: &ModeStats| {
             let xs = if cpu { &s.cpu } else { &s.lat };
@@ -535,6 +545,7 @@ fn scale(a: &Args, secs: &[Section], queries: &[Query]) -> Result<Value, BoxErro
         "lexical": stats[0].json("lexical"),
         "hybrid": stats[1].json("hybrid"),
         "vector": stats[2].json("vector"),
+        "scan_alone": scan,
         "hybrid_over_lexical_p50": hybrid_ratio,
         "vector_over_lexical_p50": ratio(2, false),
         "hybrid_over_lexical_thread_cpu_p50": ratio(1, true),
@@ -553,6 +564,38 @@ fn scale(a: &Args, secs: &[Section], queries: &[Query]) -> Result<Value, BoxErro
     drop(kb);
     remove_dir(&dir)?;
     Ok(out)
+}
+
+/// The matrix scan alone, for the breakdown: `VectorMatrix::top(query, FUSION_DEPTH)` with no
+/// filter on a matrix of `rows` synthetic vectors built here (the call the vector path makes
+/// before rescoring the head exactly and fusing), timed like the searches.
+fn scan_alone(rows: usize, qvecs: &[Vec<f32>], repeat: usize) -> Value {
+    use kbdb::vectors::matrix::VectorMatrix;
+    let mut m = VectorMatrix::new(DIMS);
+    for i in 0..rows {
+        let kbid = format!("{i:016x}");
+        m.upsert(&kbid, &Synthetic::vector(&kbid));
+    }
+    let depth = kbdb::search::FUSION_DEPTH;
+    for q in qvecs {
+        std::hint::black_box(m.top(q, depth, &mut |_| true)); // warm-up
+    }
+    let (mut lat, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..repeat {
+        for q in qvecs {
+            let c = thread_cpu_s();
+            let t = Instant::now();
+            std::hint::black_box(m.top(q, depth, &mut |_| true));
+            lat.push(t.elapsed().as_secs_f64());
+            cpu.push(thread_cpu_s() - c);
+        }
+    }
+    json!({
+        "rows": rows, "depth": depth, "latency_ms": pct(&lat), "thread_cpu_ms": pct(&cpu),
+        "what": "VectorMatrix::top(query, FUSION_DEPTH) on an in-memory matrix of synthetic \
+                 vectors: the i8 scan + selecting the head; the rest of a vector search is \
+                 filters, exact rescoring of the head and fusion",
+    })
 }
 
 fn run(a: &Args) -> Result<Value, BoxError> {
@@ -645,13 +688,15 @@ fn table(r: &Value) -> String {
         row(
             "embedding sample",
             format!(
-                "{} distinct sections (first {} lines), {} ({}-d, batch {}); failures {}",
+                "{} distinct sections (first {} lines), {} ({}-d, batch {}); failures {}; process CPU {} s for the rebuild = {} vectors per CPU-second",
                 f(&e["sections"]),
                 f(&e["ingest"]["requests"]),
                 f(&e["model"]),
                 f(&e["dimensions"]),
                 f(&e["batch"]),
                 f(&e["vector_failures"]),
+                f(&e["rebuild_process_cpu_seconds"]),
+                f(&e["vectors_per_process_cpu_second"]),
             ),
         );
         row(
@@ -670,7 +715,12 @@ fn table(r: &Value) -> String {
     let q = &r["query_embedding"];
     row(
         "query embedding (real model, excluded below)",
-        format!("{}, {} timings", lat(q), f(&q["timed_runs"])),
+        format!(
+            "{}, {} timings; process CPU mean {} ms",
+            lat(q),
+            f(&q["timed_runs"]),
+            f(&q["process_cpu_ms_mean"])
+        ),
     );
     let s = &r["search"];
     row(
@@ -712,6 +762,18 @@ fn table(r: &Value) -> String {
             ),
         );
     }
+    let sc = &s["scan_alone"];
+    row(
+        "of which the matrix scan alone (VectorMatrix::top)",
+        format!(
+            "{} rows, depth {}: {}; thread CPU p50 {} / p99 {} ms",
+            f(&sc["rows"]),
+            f(&sc["depth"]),
+            lat(sc),
+            f(&sc["thread_cpu_ms"]["p50"]),
+            f(&sc["thread_cpu_ms"]["p99"]),
+        ),
+    );
     row(
         "hybrid p50 / lexical p50",
         format!(
@@ -798,6 +860,19 @@ fn thread_cpu_s() -> f64 {
         return 0.0;
     }
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+/// CPU time of the whole process (user + system, all threads, ONNX Runtime's pool included) in
+/// seconds.
+fn process_cpu_s() -> f64 {
+    // SAFETY: an all-zero `rusage` is valid; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn loadavg() -> Value {

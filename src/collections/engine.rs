@@ -20,6 +20,9 @@ use crate::writes::{WriteOp, WriteOutcome};
 const MODELS_KEY: &str = "models";
 /// Most documents `validate all` / a model reports on in one call.
 pub const MAX_VALIDATE: usize = 10_000;
+/// Results of a `fetchAll` query without `limit` (lean answers for agents; `total` and
+/// `has_more` say when there are more, `offset` pages).
+pub const DEFAULT_QUERY_LIMIT: usize = 100;
 /// Most matches `search_content` / `text_search` return.
 pub const MAX_TEXT_MATCHES: usize = 1_000;
 
@@ -174,10 +177,13 @@ impl Kb {
     /// `query`: documents by model and metadata (docs/collections.md). `input` is the tool's
     /// JSON (`model`, `where`, `sort`, `limit`, `offset`, `select`, `method`).
     pub fn query(&self, input: &Value) -> Result<Value> {
-        let spec = QuerySpec::from_json(input).map_err(|e| KbError::InvalidInput {
+        let mut spec = QuerySpec::from_json(input).map_err(|e| KbError::InvalidInput {
             message: e.to_string(),
             field: e.field,
         })?;
+        if spec.limit.is_none() && spec.method == query::Method::FetchAll {
+            spec.limit = Some(DEFAULT_QUERY_LIMIT);
+        }
         let (guard, models) = self.doc_index()?;
         if let Some(m) = &spec.model
             && models.get(m).is_none()
@@ -202,9 +208,11 @@ impl Kb {
                     "total": total_matched,
                 }),
                 _ => json!({
+                    "has_more": spec.offset + docs.len() < total_matched,
                     "results": docs.iter().map(|v| lean(v)).collect::<Result<Vec<_>>>()?,
                     "total": total_matched,
                     "offset": spec.offset,
+                    "limit": spec.limit,
                 }),
             },
         })

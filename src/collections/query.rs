@@ -256,10 +256,20 @@ impl FieldPath {
     /// The value at this path, `None` when missing (absent or `null`).
     #[inline]
     fn resolve<'v>(&self, view: &'v Value) -> Option<&'v Value> {
-        let mut cur = view.get(self.root.key())?;
+        self.resolve_in(view, field(view, "meta"))
+    }
+
+    /// [`resolve`](Self::resolve) with the view's `meta` already looked up (shared by all the
+    /// conditions evaluated on one view).
+    #[inline]
+    fn resolve_in<'v>(&self, view: &'v Value, meta: Option<&'v Value>) -> Option<&'v Value> {
+        let mut cur = match self.root {
+            Root::Meta => meta?,
+            root => field(view, root.key())?,
+        };
         for seg in &self.segments {
             cur = match cur {
-                Value::Object(map) => map.get(seg.key.as_str())?,
+                Value::Object(map) => lookup(map, &seg.key)?,
                 Value::Array(items) => items.get(seg.index?)?,
                 _ => return None,
             };
@@ -395,7 +405,12 @@ impl Condition {
     /// Whether `view` satisfies this condition.
     #[inline]
     pub fn matches(&self, view: &Value) -> bool {
-        let field = self.path.resolve(view);
+        self.eval(self.path.resolve(view))
+    }
+
+    /// The test on the resolved field (`None` = missing).
+    #[inline]
+    fn eval(&self, field: Option<&Value>) -> bool {
         match &self.test {
             Test::Exists(want) => field.is_some() == *want,
             Test::Eq(x) => field.is_some_and(|v| equals_or_has(v, x)),
@@ -615,7 +630,8 @@ impl<'a> QueryOutcome<'a> {
 /// Whether `view` satisfies every condition (AND; an empty list matches everything).
 #[inline]
 pub fn matches(view: &Value, conds: &[Condition]) -> bool {
-    conds.iter().all(|c| c.matches(view))
+    let meta = field(view, "meta");
+    conds.iter().all(|c| c.eval(c.path.resolve_in(view, meta)))
 }
 
 /// Runs a query over views given in docid order: model filter, conditions, sort, paging,
@@ -624,7 +640,7 @@ pub fn run<'a>(views: impl IntoIterator<Item = &'a Value>, spec: &QuerySpec) -> 
     let model = spec.model.as_deref();
     let passes = |v: &&'a Value| {
         model.is_none_or(|m| {
-            v.get("model")
+            field(v, "model")
                 .and_then(Value::as_str)
                 .is_some_and(|vm| eq_ignore_case(vm, m))
         }) && matches(v, &spec.conditions)
@@ -659,31 +675,91 @@ pub fn run<'a>(views: impl IntoIterator<Item = &'a Value>, spec: &QuerySpec) -> 
 }
 
 fn sorted<'a>(matched: Vec<&'a Value>, keys: &[SortKey]) -> Vec<&'a Value> {
-    let k = keys.len();
-    let resolved: Vec<Option<&Value>> = matched
+    let Some((first, rest)) = keys.split_first() else {
+        return matched;
+    };
+    // Decorate: the first key inline in each entry, the other keys in a flat table.
+    let mut entries: Vec<(SortVal<'a>, usize)> = matched
         .iter()
-        .flat_map(|v| keys.iter().map(move |key| key.path.resolve(v)))
+        .enumerate()
+        .map(|(i, v)| (SortVal::of(first.path.resolve(v)), i))
         .collect();
-    let mut order: Vec<usize> = (0..matched.len()).collect();
-    // `sort_by` is stable, and `order` starts in input order: ties keep the input order.
-    order.sort_by(|&i, &j| {
-        for (s, key) in keys.iter().enumerate() {
-            let ord = match (resolved[i * k + s], resolved[j * k + s]) {
-                (None, None) => Ordering::Equal,
-                (None, Some(_)) => Ordering::Greater,
-                (Some(_), None) => Ordering::Less,
-                (Some(a), Some(b)) => {
-                    let o = total_cmp(a, b);
-                    if key.descending { o.reverse() } else { o }
-                }
-            };
-            if ord != Ordering::Equal {
-                return ord;
-            }
-        }
-        Ordering::Equal
+    let others: Vec<SortVal<'a>> = matched
+        .iter()
+        .flat_map(|v| rest.iter().map(move |key| SortVal::of(key.path.resolve(v))))
+        .collect();
+    let r = rest.len();
+    // `sort_by` is stable and `entries` start in input order: ties keep the input order.
+    entries.sort_by(|(a, i), (b, j)| {
+        a.cmp_directed(b, first.descending).then_with(|| {
+            rest.iter()
+                .enumerate()
+                .map(|(s, key)| others[i * r + s].cmp_directed(&others[j * r + s], key.descending))
+                .find(|o| o.is_ne())
+                .unwrap_or(Ordering::Equal)
+        })
     });
-    order.into_iter().map(|i| matched[i]).collect()
+    entries.into_iter().map(|(_, i)| matched[i]).collect()
+}
+
+/// A sort value decorated so that most comparisons need no pointer chasing: numbers carry
+/// their `f64`, strings their first 16 bytes (big-endian, zero-padded); the full value is
+/// compared only on a tie.
+#[derive(Clone, Copy)]
+enum SortVal<'v> {
+    Num(f64, &'v Number),
+    Str(u128, &'v str),
+    Bool(bool),
+    Other(&'v Value),
+    Missing,
+}
+
+impl<'v> SortVal<'v> {
+    fn of(v: Option<&'v Value>) -> SortVal<'v> {
+        match v {
+            None | Some(Value::Null) => SortVal::Missing,
+            Some(Value::Number(n)) => SortVal::Num(n.as_f64().unwrap_or(0.0), n),
+            Some(Value::String(s)) => {
+                let mut buf = [0u8; 16];
+                let n = s.len().min(16);
+                buf[..n].copy_from_slice(&s.as_bytes()[..n]);
+                SortVal::Str(u128::from_be_bytes(buf), s)
+            }
+            Some(Value::Bool(b)) => SortVal::Bool(*b),
+            Some(other) => SortVal::Other(other),
+        }
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            SortVal::Num(..) => 0,
+            SortVal::Str(..) => 1,
+            SortVal::Bool(_) => 2,
+            SortVal::Other(v) => type_rank(v),
+            SortVal::Missing => 6,
+        }
+    }
+
+    /// Missing values last whatever the direction; present values in [`total_cmp`] order,
+    /// reversed when descending.
+    fn cmp_directed(&self, other: &SortVal<'v>, descending: bool) -> Ordering {
+        let o = match (self, other) {
+            (SortVal::Missing, SortVal::Missing) => return Ordering::Equal,
+            (SortVal::Missing, _) => return Ordering::Greater,
+            (_, SortVal::Missing) => return Ordering::Less,
+            // f64 order agrees with the exact order when the f64s differ.
+            (SortVal::Num(x, p), SortVal::Num(y, q)) => match x.partial_cmp(y) {
+                Some(o) if o.is_ne() => o,
+                _ => num_cmp(p, q),
+            },
+            // Prefix order agrees with byte order when the prefixes differ.
+            (SortVal::Str(x, p), SortVal::Str(y, q)) => x.cmp(y).then_with(|| p.cmp(q)),
+            (SortVal::Bool(x), SortVal::Bool(y)) => x.cmp(y),
+            (SortVal::Other(x), SortVal::Other(y)) => total_cmp(x, y),
+            _ => self.rank().cmp(&other.rank()),
+        };
+        if descending { o.reverse() } else { o }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1021,6 +1097,33 @@ fn describe(v: &Value) -> String {
 // ---------------------------------------------------------------------------------------------
 // Evaluation helpers (no allocation)
 // ---------------------------------------------------------------------------------------------
+
+/// Maps up to this size are searched by a linear scan (see [`lookup`]).
+const LINEAR_SCAN_MAX: usize = 32;
+
+/// `map[key]`. For small maps, a linear scan that compares key lengths first: a `String`'s
+/// length sits in the map node while its bytes are elsewhere on the heap, so only keys of the
+/// right length are dereferenced. `BTreeMap::get` dereferences every key it compares, and those
+/// cache misses dominate the cost of matching thousands of views.
+#[inline]
+fn lookup<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    if map.len() <= LINEAR_SCAN_MAX {
+        map.iter()
+            .find(|(k, _)| k.len() == key.len() && k.as_str() == key)
+            .map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
+/// `value[key]` when `value` is an object.
+#[inline]
+fn field<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(map) => lookup(map, key),
+        _ => None,
+    }
+}
 
 /// Unicode case-insensitive equality without allocating.
 fn eq_ignore_case(a: &str, b: &str) -> bool {
@@ -1638,6 +1741,104 @@ mod tests {
         assert_eq!(r, vec![2, 8, 4, 6, 5, 1, 7, 3]);
     }
 
+    #[test]
+    fn decorated_sort_keys_agree_with_total_order() {
+        let long = "x".repeat(40);
+        let values = vec![
+            json!("2024-03-01T10:00:00Z"),
+            json!("2024-03-01T09:00:00Z"),
+            json!("2024-03-01"),
+            json!("ab"),
+            json!("ab\0"),
+            json!("ab\0c"),
+            json!(""),
+            json!(format!("{long}b")),
+            json!(format!("{long}a")),
+            json!(long),
+            json!("é"),
+            json!("z"),
+            json!(u64::MAX),
+            json!(u64::MAX - 1),
+            json!(9_007_199_254_740_993u64),
+            json!(9_007_199_254_740_992u64),
+            json!(9_007_199_254_740_992.0),
+            json!(-1),
+            json!(-1.5),
+            json!(i64::MIN),
+            json!(0),
+            json!(0.0),
+            json!(true),
+            json!(false),
+            json!([2, "a"]),
+            json!([1]),
+            json!([1, 0]),
+            json!({"k": 1}),
+            json!(null),
+        ];
+        let mut views: Vec<Value> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| view(i as u64, None, json!({ "k": v })))
+            .collect();
+        views.push(view(values.len() as u64, None, json!({})));
+        for descending in [false, true] {
+            let mut expected: Vec<&Value> = views.iter().collect();
+            expected.sort_by(|a, b| {
+                match (
+                    a["meta"].get("k").filter(|v| !v.is_null()),
+                    b["meta"].get("k").filter(|v| !v.is_null()),
+                ) {
+                    (None, None) => Ordering::Equal,
+                    (None, Some(_)) => Ordering::Greater,
+                    (Some(_), None) => Ordering::Less,
+                    (Some(x), Some(y)) if descending => total_cmp(x, y).reverse(),
+                    (Some(x), Some(y)) => total_cmp(x, y),
+                }
+            });
+            let key = if descending { "-k" } else { "k" };
+            let got = query(&views, json!({ "sort": key }));
+            assert_eq!(got.docs(), expected.as_slice(), "sort {key}");
+        }
+        // spot checks of the reference order itself
+        let pos = |v: Value| values.iter().position(|x| *x == v).unwrap() as u64;
+        let asc = ids(&query(&views, json!({"sort": "k"})));
+        let at = |id: u64| asc.iter().position(|x| *x == id).unwrap();
+        assert!(at(pos(json!(u64::MAX - 1))) < at(pos(json!(u64::MAX))));
+        assert!(
+            at(pos(json!(9_007_199_254_740_992u64))) < at(pos(json!(9_007_199_254_740_993u64)))
+        );
+        assert!(at(pos(json!("ab"))) < at(pos(json!("ab\0"))));
+        assert!(at(pos(json!("ab\0"))) < at(pos(json!("ab\0c"))));
+        assert!(at(pos(json!(format!("{long}a")))) < at(pos(json!(format!("{long}b")))));
+        assert!(at(pos(json!(i64::MIN))) < at(pos(json!(-1.5))));
+        assert!(at(pos(json!("z"))) < at(pos(json!("é"))), "byte order");
+        assert!(at(pos(json!("é"))) < at(pos(json!(false))));
+        assert!(at(pos(json!([1, 0]))) < at(pos(json!([2, "a"]))));
+        assert!(at(pos(json!([2, "a"]))) < at(pos(json!({"k": 1}))));
+        // 0 and 0.0 are equal: input order kept
+        assert!(at(pos(json!(0))) < at(pos(json!(0.0))));
+    }
+
+    #[test]
+    fn lookups_in_large_maps() {
+        let mut meta = Map::new();
+        for i in 0..100 {
+            meta.insert(format!("key{i:03}"), json!(i));
+        }
+        meta.insert("k".into(), json!({"inner": "x"}));
+        let v = view(1, None, Value::Object(meta));
+        assert!(cond("key000", "$eq", json!(0)).matches(&v));
+        assert!(cond("meta.key099", "$eq", json!(99)).matches(&v));
+        assert!(cond("key050", "$gt", json!(49)).matches(&v));
+        assert!(cond("k.inner", "$eq", json!("x")).matches(&v));
+        assert!(cond("key100", "$exists", json!(false)).matches(&v));
+        let small = view(2, None, json!({"ab": 1, "ba": 2, "a": 3, "abc": 4}));
+        assert!(cond("ab", "$eq", json!(1)).matches(&small));
+        assert!(cond("ba", "$eq", json!(2)).matches(&small));
+        assert!(cond("abc", "$eq", json!(4)).matches(&small));
+        assert!(cond("b", "$exists", json!(false)).matches(&small));
+    }
+
     // --- limit, offset, method ----------------------------------------------------------------
 
     #[test]
@@ -1895,6 +2096,22 @@ mod tests {
         assert_eq!(hits, vec![true, false, true]);
     }
 
+    /// CPU time of this thread (unaffected by other processes on a loaded machine).
+    fn thread_cpu() -> std::time::Duration {
+        #[cfg(target_os = "linux")]
+        {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec.
+            if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+                return std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32);
+            }
+        }
+        std::time::Duration::ZERO
+    }
+
     /// `cargo test --release --lib collections::query -- --ignored --nocapture`
     #[test]
     #[ignore]
@@ -1922,11 +2139,13 @@ mod tests {
         }));
         assert_eq!(s.conditions.len(), 3);
         let mut best = std::time::Duration::MAX;
+        let mut best_cpu = std::time::Duration::MAX;
         let mut n = 0;
-        for _ in 0..20 {
-            let t = std::time::Instant::now();
+        for _ in 0..50 {
+            let (t, c) = (std::time::Instant::now(), thread_cpu());
             let r = run(&views, &s);
             best = best.min(t.elapsed());
+            best_cpu = best_cpu.min(thread_cpu().saturating_sub(c));
             n = r.total_matched();
         }
         let mut best_sorted = std::time::Duration::MAX;
@@ -1939,11 +2158,14 @@ mod tests {
             assert_eq!(r.total_matched(), 10_000);
         }
         eprintln!(
-            "10k views x 3 conditions: {best:?} ({n} matched); filter+sort 10k by 2 keys: {best_sorted:?}"
+            "10k views x 3 conditions: {best:?} wall, {best_cpu:?} thread CPU ({n} matched); \
+             filter+sort 10k by 2 keys: {best_sorted:?} wall"
         );
         assert!(n > 0);
         if !cfg!(debug_assertions) {
-            assert!(best < std::time::Duration::from_millis(5), "{best:?}");
+            // Thread CPU time when available: a loaded machine's preemption does not count.
+            let t = if best_cpu.is_zero() { best } else { best_cpu };
+            assert!(t < std::time::Duration::from_millis(5), "{t:?}");
         }
     }
 }

@@ -91,12 +91,13 @@ pub fn definitions() -> Vec<Value> {
                             {"type": "array", "items": {"type": "string"}}
                         ]
                     },
-                    "limit": {"type": "integer", "minimum": 0, "description": "Most results."},
+                    "limit": {"type": "integer", "minimum": 0, "description": "Most results (default 100 for fetchAll)."},
                     "offset": {"type": "integer", "minimum": 0, "description": "Results to skip."},
                     "method": {
                         "type": "string",
                         "enum": ["fetchAll", "first", "last", "count"],
-                        "default": "fetchAll"
+                        "default": "fetchAll",
+                        "description": "fetchAll (a page of results; 100 unless `limit` says), first, last, or count."
                     },
                     "select": {
                         "type": "object",
@@ -207,7 +208,7 @@ pub fn definitions() -> Vec<Value> {
                 json!({
                     "pathId": path_id.clone(),
                     "heading": {"type": "string", "description": "Section heading text."},
-                    "action": {"type": "string", "enum": ["replace", "append", "remove", "insert_before", "insert_after"]},
+                    "action": {"type": "string", "enum": ["replace", "append", "remove", "insert_before", "insert_after"], "description": "replace the section's body, append to it, remove the section, or insert a new block before or after it."},
                     "content": {"type": "string", "description": "Markdown content (required for all but remove)."},
                     "occurrence": {"type": "integer", "minimum": 1, "description": "Which of several sections with this heading (1-based)."}
                 }),
