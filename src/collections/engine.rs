@@ -194,7 +194,7 @@ impl Kb {
             ));
         }
         let ix = guard.as_ref().expect("loaded above");
-        let outcome = query::run(ix.docs.values().map(|e| &e.view), &spec);
+        let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
         let select = input.get("select").cloned().unwrap_or(Value::Null);
         let lean = |v: &Value| -> Result<Value> { self.shape_result(v, &select, &models, ix) };
         Ok(match outcome {
@@ -806,7 +806,7 @@ impl Kb {
             ));
         }
         let ix = guard.as_ref().expect("loaded above");
-        let outcome = query::run(ix.docs.values().map(|e| &e.view), &spec);
+        let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
         Ok(Some(
             outcome
                 .docs()
@@ -864,6 +864,15 @@ model, `query` to find documents by metadata, `search_content`/`text_search` for
 `create_document` to add one (scaffolded from its model), `update_section` for surgical edits, \
 `update_document` for metadata, and `validate` after every change. Validation reports problems; \
 it never refuses a change.";
+
+/// The views of one model's documents (all without a model), skipping the others without
+/// touching their views.
+fn of_model<'a>(ix: &'a DocIndex, model: Option<&'a str>) -> impl Iterator<Item = &'a Value> {
+    ix.docs
+        .values()
+        .filter(move |e| model.is_none_or(|m| e.model.eq_ignore_ascii_case(m)))
+        .map(|e| &e.view)
+}
 
 fn model_names(set: &ModelSet) -> String {
     set.all()

@@ -16,6 +16,8 @@ use crate::store::tables::{CHANGES, DOCUMENTS};
 /// A document as queries see it.
 #[derive(Debug, Clone)]
 pub struct DocEntry {
+    /// The document's model (also in the view), for filtering without touching the view.
+    pub model: String,
     pub title: Option<String>,
     pub meta: Map<String, Value>,
     /// `{id, title, model, meta}`.
@@ -46,6 +48,7 @@ fn entry(docid: &str, rec: &DocumentRecord, model_of: &ModelOf<'_>) -> DocEntry 
             "model": model,
             "meta": Value::Object(meta.clone()),
         }),
+        model,
         title: rec.title.clone(),
         meta,
     }
