@@ -185,14 +185,7 @@ impl Kb {
             spec.limit = Some(DEFAULT_QUERY_LIMIT);
         }
         let (guard, models) = self.doc_index()?;
-        if let Some(m) = &spec.model
-            && models.get(m).is_none()
-        {
-            return Err(KbError::invalid(
-                "model",
-                format!("no model {m:?}; the models are: {}", model_names(&models)),
-            ));
-        }
+        known_model(&models, spec.model.as_deref())?;
         let ix = guard.as_ref().expect("loaded above");
         let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
         let select = input.get("select").cloned().unwrap_or(Value::Null);
@@ -430,14 +423,7 @@ impl Kb {
     /// Document ids with their model, optionally of one model or under a docid prefix.
     pub fn list_collection(&self, model: Option<&str>, prefix: Option<&str>) -> Result<Value> {
         let (guard, models) = self.doc_index()?;
-        if let Some(m) = model
-            && models.get(m).is_none()
-        {
-            return Err(KbError::invalid(
-                "model",
-                format!("no model {m:?}; the models are: {}", model_names(&models)),
-            ));
-        }
+        known_model(&models, model)?;
         let ix = guard.as_ref().expect("loaded above");
         let docs: Vec<Value> = ix
             .docs
@@ -667,14 +653,7 @@ impl Kb {
     pub fn search_content(&self, pattern: &str, model: Option<&str>) -> Result<Value> {
         let re = build_regex("pattern", pattern, false)?;
         let (guard, models) = self.doc_index()?;
-        if let Some(m) = model
-            && models.get(m).is_none()
-        {
-            return Err(KbError::invalid(
-                "model",
-                format!("no model {m:?}; the models are: {}", model_names(&models)),
-            ));
-        }
+        known_model(&models, model)?;
         let ids: Vec<String> = guard
             .as_ref()
             .expect("loaded above")
@@ -797,14 +776,7 @@ impl Kb {
             field: e.field,
         })?;
         let (guard, models) = self.doc_index()?;
-        if let Some(m) = &spec.model
-            && models.get(m).is_none()
-        {
-            return Err(KbError::invalid(
-                "model",
-                format!("no model {m:?}; the models are: {}", model_names(&models)),
-            ));
-        }
+        known_model(&models, spec.model.as_deref())?;
         let ix = guard.as_ref().expect("loaded above");
         let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
         Ok(Some(
@@ -872,6 +844,17 @@ fn of_model<'a>(ix: &'a DocIndex, model: Option<&'a str>) -> impl Iterator<Item 
         .values()
         .filter(move |e| model.is_none_or(|m| e.model.eq_ignore_ascii_case(m)))
         .map(|e| &e.view)
+}
+
+/// An error naming the models when `model` (if given) is not one of them.
+fn known_model(models: &ModelSet, model: Option<&str>) -> Result<()> {
+    match model {
+        Some(m) if models.get(m).is_none() => Err(KbError::invalid(
+            "model",
+            format!("no model {m:?}; the models are: {}", model_names(models)),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn model_names(set: &ModelSet) -> String {

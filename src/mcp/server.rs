@@ -205,30 +205,21 @@ fn error_text(e: &KbError) -> String {
 
 /// The `review-document` prompt text: the document, its validation, what to do.
 fn review_text(doc: &Value, v: &Value) -> String {
-    let errors: Vec<String> = v["errors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "- {}: {}",
-                e["path"].as_str().unwrap_or(""),
-                e["message"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
-    let warnings: Vec<String> = v["warnings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            format!(
-                "- {}: {}",
-                e["path"].as_str().unwrap_or(""),
-                e["message"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
+    let issues = |key: &str| -> Vec<String> {
+        v[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "- {}: {}",
+                    e["path"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
+    let (errors, warnings) = (issues("errors"), issues("warnings"));
     format!(
         "Review the document \"{}\" ({}).\n\n## Model: {}\n## Validation: {} error(s)\n{}\n{}\n\n## Current Frontmatter\n{}\n\n## Outline\n{}\n\n## Document Content\n{}\n\nPlease suggest fixes for validation errors and check that all sections are complete. Make changes with `update_section` or `update_document`, then `validate`.",
         doc["title"].as_str().unwrap_or(""),
