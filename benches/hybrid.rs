@@ -19,16 +19,17 @@
 //!   each no larger than what is still missing) until the database holds the wanted number,
 //!   then `flush_index`; no provider while learning.
 //! * Embedding throughput (real model): a fresh database with `--embed-sample` sections. A
-//!   `rebuild()` without a provider first (lexical only, reported), then the ONNX provider is
-//!   set and `rebuild()` timed. The provider is wrapped in a timer, so three
-//!   figures are reported: sections/s over the whole rebuild (lexical reindex included), over
-//!   its vector phase (from the vector rebuild's first progress call to the end: reading the
-//!   sections, embedding, one durable commit per batch of 64), and over the time spent inside
-//!   the provider's `embed` alone; and the process CPU time of the rebuild (`getrusage`, all
-//!   threads: ONNX Runtime runs 2 intra-op threads) as vectors per CPU-second. The mean length of what was embedded (characters of the
+//!   `rebuild()` without a provider first (lexical only, reported), then the ONNX provider is set
+//!   and `rebuild()` timed. The provider is wrapped in a timer, so three figures are reported:
+//!   sections/s over the whole rebuild (lexical reindex included), over its vector phase (from the
+//!   vector rebuild's first progress call to the end: reading the sections, embedding, one durable
+//!   commit per batch of 64), and over the time spent inside the provider's `embed` alone; and the
+//!   process CPU time of the rebuild (`getrusage`, all threads: ONNX Runtime runs 2 intra-op
+//!   threads) as vectors per CPU-second. The mean length of what was embedded (characters of the
 //!   embedding input `title\ncontent`, and tokens by the model's tokenizer, also after the
-//!   provider's cut at 256) goes with it: throughput depends on it. Embedding all `--n`
-//!   sections with the real model would take far too long on a small machine, hence the sample.
+//!   provider's cut at 256; and the tokens run once each batch is padded to its longest input, over
+//!   the real tokens) goes with it: throughput depends on it. Embedding all `--n` sections with the
+//!   real model would take far too long on a small machine, hence the sample.
 //! * Query embedding (real model): every query embedded alone (`provider.embed([text])`, as a
 //!   search does), one warm-up pass over the first 10 queries, then `--repeat` timed passes;
 //!   p50/p99 and the mean process CPU per query. Not part of the search latencies below.
@@ -182,12 +183,13 @@ impl EmbeddingProvider for Synthetic {
     }
 }
 
-/// A provider that times its inner provider's `embed` calls and keeps what it embedded.
+/// A provider that times its inner provider's `embed` calls and keeps what it embedded, one
+/// entry per call (batch).
 struct Timed {
     inner: Arc<dyn EmbeddingProvider>,
     nanos: AtomicU64,
     calls: AtomicU64,
-    inputs: std::sync::Mutex<Vec<String>>,
+    inputs: std::sync::Mutex<Vec<Vec<String>>>,
 }
 
 impl Timed {
@@ -209,7 +211,7 @@ impl EmbeddingProvider for Timed {
         self.nanos.fetch_add(ns, Ordering::Relaxed);
         self.calls.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut v) = self.inputs.lock() {
-            v.extend(texts.iter().cloned());
+            v.push(texts.to_vec());
         }
         r
     }
@@ -310,7 +312,8 @@ fn throughput(a: &Args, secs: &[Section], onnx: &Arc<OnnxProvider>) -> Result<Va
     let embedded = r.vectors_embedded.unwrap_or(0);
     let failures = r.vector_failures.unwrap_or(0);
     let embed_s = timed.nanos.load(Ordering::Relaxed) as f64 / 1e9;
-    let inputs = std::mem::take(&mut *timed.inputs.lock().map_err(|_| "poisoned")?);
+    let batches = std::mem::take(&mut *timed.inputs.lock().map_err(|_| "poisoned")?);
+    let inputs: Vec<String> = batches.iter().flatten().cloned().collect();
     let status = kb.status()?.vectors;
     drop(kb);
     remove_dir(&dir)?;
@@ -330,6 +333,7 @@ fn throughput(a: &Args, secs: &[Section], onnx: &Arc<OnnxProvider>) -> Result<Va
         .map(|s| s.text.chars().count())
         .collect();
     let tokens = token_counts(&a.model, &inputs);
+    let sizes: Vec<usize> = batches.iter().map(Vec::len).collect();
     let mut out = json!({
         "model": MODEL, "dimensions": DIMS, "batch": BATCH,
         "sections": ingest["sections_stored"], "ingest": ingest,
@@ -355,6 +359,16 @@ fn throughput(a: &Args, secs: &[Section], onnx: &Arc<OnnxProvider>) -> Result<Va
     });
     match tokens {
         Ok((full, cut, truncated)) => {
+            // Each batch runs padded to its longest input.
+            let (mut padded, mut start) = (0usize, 0usize);
+            for n in sizes {
+                let b = &cut[start..start + n];
+                padded += b.iter().max().copied().unwrap_or(0) * n;
+                start += n;
+            }
+            let real: usize = cut.iter().sum();
+            out["batch_tokens_padded_over_real"] =
+                json!(round(padded as f64 / real.max(1) as f64, 2));
             out["mean_input_tokens"] = json!(round(mean(&full), 1));
             out["mean_input_tokens_after_cut"] = json!(round(mean(&cut), 1));
             out["inputs_cut_at_max_tokens"] = json!(truncated);
@@ -702,13 +716,14 @@ fn table(r: &Value) -> String {
         row(
             "embedded input length (mean)",
             format!(
-                "{} chars (section text {} chars); {} tokens, {} after the cut at 256 ({} of {} inputs cut)",
+                "{} chars (section text {} chars); {} tokens, {} after the cut at 256 ({} of {} inputs cut); tokens run with the padding of each batch to its longest / tokens: {}",
                 f(&e["mean_input_chars"]),
                 f(&e["mean_section_chars"]),
                 f(&e["mean_input_tokens"]),
                 f(&e["mean_input_tokens_after_cut"]),
                 f(&e["inputs_cut_at_max_tokens"]),
                 f(&e["embedded_texts"]),
+                f(&e["batch_tokens_padded_over_real"]),
             ),
         );
     }
