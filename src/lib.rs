@@ -605,11 +605,14 @@ impl Kb {
     }
 
     /// The lexical search, fused with `vector` hits when given; `retrieval` is what was asked.
+    /// `documents`: what the request's `model`/`where` allow (`collection_filter`), computed
+    /// once by the caller for both retrieval paths.
     fn search_lexical(
         &self,
         req: &SearchRequest,
         vector: Option<&search::VectorHits>,
         retrieval: search::Retrieval,
+        documents: Option<&std::collections::HashSet<String>>,
     ) -> Result<SearchResponse> {
         let (searcher, fields) = {
             let mut lex = self.lexical()?;
@@ -620,7 +623,6 @@ impl Kb {
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let syn = store::synonyms::Reader::open(&txn)?;
-        let documents = self.collection_filter(req)?;
         let mut r = search::run(
             req,
             &searcher,
@@ -628,7 +630,7 @@ impl Kb {
             &t,
             &|w| syn.get(w),
             vector,
-            documents.as_ref(),
+            documents,
         )?;
         r.search_mode = retrieval.as_str().to_string();
         r.retrieval_method = match vector {

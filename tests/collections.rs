@@ -583,3 +583,40 @@ fn models_and_metadata_travel_through_export_and_import() {
     ]);
     assert_eq!(ids(&q), ["stories/login"]);
 }
+
+#[test]
+fn edit_errors_name_the_field_and_change_nothing() {
+    let db = collection();
+    let before = db.state();
+    let e = fails(&db, &["doc", "update", "stories/login"]);
+    assert!(e.contains("nothing to update"), "{e}");
+    let e = fails(&db, &["doc", "delete", "stories/nope"]);
+    assert!(e.contains("Document not found: stories/nope"), "{e}");
+    let e = fails(
+        &db,
+        &[
+            "doc",
+            "section",
+            "stories/nope",
+            "Notes",
+            "--action",
+            "remove",
+        ],
+    );
+    assert!(e.contains("Document not found"), "{e}");
+    let e = fails(&db, &["doc", "create", "--model", "Nope", "--title", "X"]);
+    assert!(
+        e.contains("no model \"Nope\"") && e.contains("Story"),
+        "{e}"
+    );
+    let e = fails(
+        &db,
+        &["doc", "create", "--model", "Story", "--title", "!!!"],
+    );
+    assert!(e.contains("give docid"), "{e}");
+    let e = fails(&db, &["doc", "update", "stories/login", "--meta", "[1]"]);
+    assert!(e.contains("meta"), "{e}");
+    let e = fails(&db, &["validate", "Nope"]);
+    assert!(e.contains("neither a document nor a model"), "{e}");
+    assert_eq!(db.state(), before);
+}

@@ -13,6 +13,18 @@ fn parse_json(field: &str, text: &str) -> Result<Value, KbError> {
         .map_err(|e| KbError::invalid(field, format!("is not valid JSON: {e}")))
 }
 
+/// A JSON object argument (`--meta`).
+fn parse_object(field: &str, text: &str) -> Result<Value, KbError> {
+    let v = parse_json(field, text)?;
+    if !v.is_object() {
+        return Err(KbError::invalid(
+            field,
+            "must be a JSON object, e.g. '{\"status\": \"ready\"}'",
+        ));
+    }
+    Ok(v)
+}
+
 fn body(
     content: Option<String>,
     file: Option<std::path::PathBuf>,
@@ -205,7 +217,7 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
         } => {
             let mut p = json!({ "model": model, "title": title });
             if let Some(m) = meta {
-                p["meta"] = parse_json("meta", &m)?;
+                p["meta"] = parse_object("meta", &m)?;
             }
             if let Some(c) = body(content, file)? {
                 p["content"] = json!(c);
@@ -224,7 +236,7 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
         } => {
             let mut p = json!({ "docid": docid });
             if let Some(m) = meta {
-                p["meta"] = parse_json("meta", &m)?;
+                p["meta"] = parse_object("meta", &m)?;
             }
             if let Some(c) = body(content, file)? {
                 p["content"] = json!(c);

@@ -57,6 +57,16 @@ impl StoredDoc {
             .collect()
     }
 
+    /// The document as the model layer sees it (`sections` from [`StoredDoc::inputs`]).
+    fn input<'a>(&'a self, docid: &'a str, sections: &'a [DocSection<'a>]) -> DocInput<'a> {
+        DocInput {
+            docid,
+            title: self.rec.title.as_deref(),
+            meta: &self.meta,
+            sections,
+        }
+    }
+
     fn markdown(&self) -> String {
         let mut s = self
             .sections
@@ -254,12 +264,7 @@ impl Kb {
         }
         if !related.is_empty() {
             let inputs = doc.inputs();
-            let input = DocInput {
-                docid,
-                title: doc.rec.title.as_deref(),
-                meta: &doc.meta,
-                sections: &inputs,
-            };
+            let input = doc.input(docid, &inputs);
             let exists = |d: &str| ix.docs.contains_key(d);
             let rels = model::relationships_of(models, &input, &exists);
             let mut m = Map::new();
@@ -313,12 +318,7 @@ impl Kb {
         for docid in docids.iter().take(MAX_VALIDATE) {
             let doc = self.read_stored_doc(docid)?;
             let inputs = doc.inputs();
-            let input = DocInput {
-                docid,
-                title: doc.rec.title.as_deref(),
-                meta: &doc.meta,
-                sections: &inputs,
-            };
+            let input = doc.input(docid, &inputs);
             results.push(model::validate(&models, &input, &exists));
         }
         let invalid = results.iter().filter(|r| !r.valid).count();
@@ -607,12 +607,7 @@ impl Kb {
         let (guard, models) = self.doc_index()?;
         let ix = guard.as_ref().expect("loaded above");
         let inputs = doc.inputs();
-        let input = DocInput {
-            docid,
-            title: doc.rec.title.as_deref(),
-            meta: &doc.meta,
-            sections: &inputs,
-        };
+        let input = doc.input(docid, &inputs);
         let exists = |d: &str| ix.docs.contains_key(d);
         let mut sections = Map::new();
         for (_, h, t) in doc.sections.iter().filter(|(l, _, _)| *l > 0) {

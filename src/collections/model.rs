@@ -1599,7 +1599,7 @@ fn first_link(text: &str, base: &str) -> Option<String> {
                 }
                 None => i += 2,
             },
-            b'[' => match inline_link(&text[i..]) {
+            b'[' => match crate::text::markers::inline_link(&text[i..]) {
                 Some((dest, len)) => {
                     if let Some(d) =
                         document_of(&text[i..i + len], base).or_else(|| bare_dest(dest, base))
@@ -1635,37 +1635,6 @@ fn document_of(marker: &str, base: &str) -> Option<String> {
             Target::Document { docid, .. } => Some(docid),
             Target::Section(_) => None,
         })
-}
-
-/// `[text](dest)` at the start of `s`: its destination and byte length.
-fn inline_link(s: &str) -> Option<(&str, usize)> {
-    let b = s.as_bytes();
-    let mut depth = 0usize;
-    let mut close = None;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'[' => depth += 1,
-            b']' => {
-                depth -= 1;
-                if depth == 0 {
-                    close = Some(i);
-                    break;
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    let close = close?;
-    if b.get(close + 1) != Some(&b'(') {
-        return None;
-    }
-    let rest = &s[close + 2..];
-    let end = rest.find(')')?;
-    let dest = rest[..end].split_whitespace().next().unwrap_or("");
-    Some((dest.trim_matches(['<', '>']), close + 2 + end + 1))
 }
 
 /// An extensionless link destination as a docid: `stories/a` (from the root), `./a` or `../a`

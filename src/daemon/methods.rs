@@ -234,7 +234,7 @@ struct ModelsLoadParams {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TargetParam {
-    #[serde(default)]
+    #[serde(default, alias = "pathId", alias = "docid")]
     target: Option<String>,
 }
 

@@ -123,17 +123,8 @@ impl Kbdb {
             "agent-list" => "agent_list",
             "agent-get" => "agent_get",
             "agent-delete" => "agent_delete",
-            other => {
-                let method = super::collection_tools::method_of(other)
-                    .ok_or_else(|| format!("Unknown tool: {other}"))?;
-                // `validate` takes `pathId` as its target too.
-                if other == "validate"
-                    && let Some(p) = args.remove("pathId")
-                {
-                    args.entry("target").or_insert(p);
-                }
-                method
-            }
+            other => super::collection_tools::method_of(other)
+                .ok_or_else(|| format!("Unknown tool: {other}"))?,
         };
         Ok((method, Value::Object(args)))
     }

@@ -254,7 +254,7 @@ fn push(out: &mut Vec<Marker>, text: &str, from: usize, to: usize, t: Target, m:
 
 /// `[text](dest "title")` at the start of `s`: the destination and the byte length of the
 /// whole link. Brackets in the text may nest.
-fn inline_link(s: &str) -> Option<(&str, usize)> {
+pub(crate) fn inline_link(s: &str) -> Option<(&str, usize)> {
     let bytes = s.as_bytes();
     let mut depth = 0usize;
     let mut close = None;

@@ -202,7 +202,8 @@ impl Kb {
     pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
         let retrieval = crate::search::requested_retrieval(req)?;
         if retrieval == Retrieval::Lexical {
-            return self.search_lexical(req, None, Retrieval::Lexical);
+            let documents = self.collection_filter(req)?;
+            return self.search_lexical(req, None, Retrieval::Lexical, documents.as_ref());
         }
         let provider = self
             .active_provider()?
@@ -253,8 +254,9 @@ impl Kb {
         query: Option<&[f32]>,
     ) -> Result<SearchResponse> {
         let retrieval = crate::search::requested_retrieval(req)?;
+        let documents = self.collection_filter(req)?;
         let Some(query) = query.filter(|_| retrieval != Retrieval::Lexical) else {
-            let mut r = self.search_lexical(req, None, retrieval)?;
+            let mut r = self.search_lexical(req, None, retrieval, documents.as_ref())?;
             if retrieval != Retrieval::Lexical {
                 r.vector_index_stale = true;
                 r.warnings.push(
@@ -279,21 +281,26 @@ impl Kb {
                 ));
             }
         }
-        let hits = self.vector_hits(req, query)?;
+        let hits = self.vector_hits(req, query, documents.clone())?;
         let v = VectorHits {
             hits,
             only: retrieval == Retrieval::Vector,
             rrf_k: self.config.embedding.rrf_k,
         };
-        let mut r = self.search_lexical(req, Some(&v), retrieval)?;
+        let mut r = self.search_lexical(req, Some(&v), retrieval, documents.as_ref())?;
         r.warnings.extend(warnings);
         Ok(r)
     }
 
     /// The nearest sections to `query` that pass the request's filters, best first.
-    fn vector_hits(&self, req: &SearchRequest, query: &[f32]) -> Result<Vec<(String, f32)>> {
+    fn vector_hits(
+        &self,
+        req: &SearchRequest,
+        query: &[f32],
+        documents: Option<std::collections::HashSet<String>>,
+    ) -> Result<Vec<(String, f32)>> {
         let mut filters = Filters::of(req)?;
-        filters.documents = self.collection_filter(req)?;
+        filters.documents = documents;
         self.ensure_matrix(query.len())?;
         let txn = self.db.begin_read()?;
         let t = ReadTables::open(&txn)?;
