@@ -95,6 +95,24 @@ mod tests {
         assert!(kb.iter().zip(kn.iter()).any(|(a, b)| a == b));
         assert!(!kb.iter().zip(ko.iter()).any(|(a, b)| a == b));
     }
+
+    #[test]
+    fn band_index_lists_a_section_once_per_band_and_forgets_it() {
+        let mut index = BandIndex::default();
+        let mut keys = [7u64; BANDS];
+        keys[1] = 8;
+        index.add("a", &keys);
+        index.add("b", &[7; BANDS]);
+        assert_eq!(index.band(7), ["a", "b"]);
+        assert_eq!(index.band(8), ["a"]);
+        index.remove("a", &keys);
+        assert_eq!(index.band(7), ["b"]);
+        assert!(index.band(8).is_empty());
+        for i in 0..PER_BAND + 5 {
+            index.add(&format!("s{i}"), &[9; BANDS]);
+        }
+        assert_eq!(index.band(9).len(), PER_BAND);
+    }
 }
 
 /// The band keys of a section as stored (`minhash_sigs`): 16 little-endian u64.
@@ -129,11 +147,13 @@ pub struct BandIndex {
 }
 
 impl BandIndex {
+    /// Add a section that is not in the index yet (every caller adds a new section or loads
+    /// the table, whose keys are unique). Scanning a band for the kbid first made loading
+    /// quadratic in the size of a band: thousands of near-identical sections share one.
     pub fn add(&mut self, kbid: &str, keys: &[u64; BANDS]) {
-        for k in keys {
-            let v = self.map.entry(*k).or_default();
-            if !v.iter().any(|x| x == kbid) {
-                v.push(kbid.to_string());
+        for (i, k) in keys.iter().enumerate() {
+            if !keys[..i].contains(k) {
+                self.map.entry(*k).or_default().push(kbid.to_string());
             }
         }
     }
