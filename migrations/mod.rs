@@ -10,6 +10,7 @@ mod m0004_references;
 mod m0005_minhash_sigs;
 mod m0006_vectors;
 mod m0007_collection;
+mod m0008_sync;
 
 use redb::WriteTransaction;
 
@@ -56,5 +57,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "collection",
         apply: m0007_collection::apply,
+    },
+    Migration {
+        version: 8,
+        name: "sync",
+        apply: m0008_sync::apply,
     },
 ];

@@ -76,6 +76,11 @@ pub enum KbError {
     /// The daemon could not be reached, started or understood.
     #[error("{0}")]
     Daemon(String),
+
+    /// An edit of a document that came from a file, refused because the file changed on disk
+    /// since kbdb last read it (docs/sync.md): nothing was written on either side.
+    #[error("{message}")]
+    Conflict { path: PathBuf, message: String },
 }
 
 impl KbError {
@@ -104,6 +109,7 @@ impl KbError {
             KbError::Corrupt { .. } => "corrupt",
             KbError::Io { .. } => "io",
             KbError::Storage(_) => "storage",
+            KbError::Conflict { .. } => "conflict",
         }
     }
 

@@ -20,6 +20,7 @@ mod references;
 pub mod search;
 pub mod skills;
 pub mod store;
+pub mod sync;
 pub mod text;
 mod unlearn;
 pub mod vectors;

@@ -37,6 +37,8 @@ pub enum WriteOp {
         #[serde(flatten)]
         edit: crate::collections::edit::DocEdit,
     },
+    /// A folder-sync write: a file's document and record (src/sync/engine.rs).
+    Sync(crate::sync::SyncOp),
 }
 
 /// The result of one write.
@@ -47,6 +49,7 @@ pub enum WriteOutcome {
     Document(DocumentLearnResult),
     Unlearned(UnlearnResult),
     Edited(crate::collections::edit::EditResult),
+    Synced(crate::sync::SyncOutcome),
 }
 
 pub(crate) enum PreparedOp {
@@ -64,6 +67,7 @@ pub(crate) enum PreparedOp {
         edit: crate::collections::edit::DocEdit,
         limits: Limits,
     },
+    Sync(crate::sync::engine::PreparedSync),
 }
 
 /// Validate a write without touching the store.
@@ -77,6 +81,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
         WriteOp::EditDocument { docid, edit } => {
             crate::collections::edit::prepare(docid, edit, limits)
         }
+        WriteOp::Sync(op) => crate::sync::engine::prepare(op, limits).map(PreparedOp::Sync),
         WriteOp::LearnDocument {
             docid,
             markdown,
@@ -163,6 +168,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<Wr
             edit,
             limits,
         } => crate::collections::edit::apply(t, docid, edit, &limits),
+        PreparedOp::Sync(p) => crate::sync::engine::apply(t, p),
         other => apply_prepared(t, other).map(Ok),
     }
 }
@@ -170,7 +176,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<Wr
 /// Apply a write that cannot fail on its own once prepared.
 pub(crate) fn apply_prepared(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<WriteOutcome> {
     match op {
-        PreparedOp::Edit { .. } => Err(KbError::Storage("edits go through writes::apply".into())),
+        PreparedOp::Edit { .. } | PreparedOp::Sync(_) => {
+            Err(KbError::Storage("edits go through writes::apply".into()))
+        }
         PreparedOp::Learn(p) => Ok(WriteOutcome::Learned(learn::apply(t, *p)?)),
         PreparedOp::Unlearn(kbid) => Ok(WriteOutcome::Unlearned(UnlearnResult {
             removed: crate::unlearn::remove_section(t, &kbid)?,
@@ -222,6 +230,7 @@ impl WriteOutcome {
             self,
             WriteOutcome::Unlearned(UnlearnResult { removed: false, .. })
                 | WriteOutcome::Edited(crate::collections::edit::EditResult { changed: false, .. })
+                | WriteOutcome::Synced(crate::sync::SyncOutcome { changed: false, .. })
         )
     }
 
@@ -231,6 +240,11 @@ impl WriteOutcome {
             WriteOutcome::Learned(r) if !r.skipped => r.vector_embedding_failed = failed,
             WriteOutcome::Document(r) if r.added > 0 => r.vector_embedding_failed = failed,
             WriteOutcome::Edited(r) => {
+                if let Some(d) = r.document.as_mut().filter(|d| d.added > 0) {
+                    d.vector_embedding_failed = failed;
+                }
+            }
+            WriteOutcome::Synced(r) => {
                 if let Some(d) = r.document.as_mut().filter(|d| d.added > 0) {
                     d.vector_embedding_failed = failed;
                 }
@@ -245,6 +259,7 @@ impl WriteOutcome {
             WriteOutcome::Document(r) => r.elapsed_ms = ms,
             WriteOutcome::Unlearned(r) => r.elapsed_ms = ms,
             WriteOutcome::Edited(r) => r.elapsed_ms = ms,
+            WriteOutcome::Synced(r) => r.elapsed_ms = ms,
         }
     }
 }

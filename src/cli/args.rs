@@ -247,9 +247,36 @@ The database comes from --db, else KBDB_DIR; never from the working directory (a
 application chooses it). stdout carries only MCP JSON-RPC. See docs/mcp.md for wiring
 Claude Code, Claude Desktop and other clients.
 
+With --watch DIR, the server also keeps the folder DIR in sync (like `kbdb watch DIR`): edits
+saved in an editor reach the knowledge base, and subscribed clients are notified.
+
+Examples:
+  claude mcp add kbdb -- kbdb mcp --db /home/me/project/.kbdb
+  kbdb mcp --db /home/me/notes/.kbdb --watch /home/me/notes --prefix notes/")]
+    Mcp(McpArgs),
+
+    /// Sync a folder of markdown files into documents (once; `kbdb watch` keeps syncing)
+    #[command(after_help = "\
+Every .md/.mdx file of DIR (not hidden, not excluded by .gitignore/.ignore) becomes the
+document PREFIX + its path without the extension; front matter becomes its metadata. Unchanged
+files are skipped, a removed file removes its document. Edits through kbdb (doc update, doc
+section, doc create under PREFIX, doc delete) are written back to the files. See docs/sync.md.
+
+Examples:
+  kbdb sync ~/notes --prefix notes/
+  kbdb sync ~/notes                 (again: only what changed; the prefix is remembered)
+  kbdb sync --list
+  kbdb sync ~/notes --forget        (stop syncing; the documents stay)")]
+    Sync(SyncArgs),
+
+    /// Sync a folder, then keep it in sync on every change until stopped (Ctrl-C)
+    #[command(after_help = "\
+A change saved in an editor is searchable within about a second. Prints one line per change
+(--format json: one sync report per line). See docs/sync.md.
+
 Example:
-  claude mcp add kbdb -- kbdb mcp --db /home/me/project/.kbdb")]
-    Mcp,
+  kbdb watch ~/notes --prefix notes/")]
+    Watch(WatchArgs),
 
     /// The worker daemon that serves a database to every client (started on demand)
     #[command(after_help = "\
@@ -270,6 +297,43 @@ Examples:
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct McpArgs {
+    /// Also keep this folder of markdown files in sync (as `kbdb watch DIR` does)
+    #[arg(long, value_name = "DIR")]
+    pub watch: Option<PathBuf>,
+    /// Docid prefix of the watched folder's documents (default: its current one)
+    #[arg(long, requires = "watch")]
+    pub prefix: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    /// The folder of markdown files
+    #[arg(required_unless_present = "list")]
+    pub dir: Option<PathBuf>,
+    /// Docid prefix of its documents, e.g. notes/ (default: the folder's current prefix; none
+    /// the first time)
+    #[arg(long, conflicts_with_all = ["list", "forget"])]
+    pub prefix: Option<String>,
+    /// List the synced folders
+    #[arg(long, conflicts_with_all = ["dir", "forget"])]
+    pub list: bool,
+    /// Stop syncing DIR: its documents stay, no longer tied to its files
+    #[arg(long)]
+    pub forget: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The folder of markdown files
+    pub dir: PathBuf,
+    /// Docid prefix of its documents (default: the folder's current prefix; none the first
+    /// time)
+    #[arg(long)]
+    pub prefix: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -85,6 +85,16 @@ impl Backend {
         self.call(method, params, None)
     }
 
+    /// Call any method with a progress callback `(done, total)`; the result as `T`.
+    pub fn call_progress<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: Value,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<T, KbError> {
+        self.call_as_progress(method, params, Some(progress))
+    }
+
     fn call_as<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, KbError> {
         self.call_as_progress(method, params, None)
     }

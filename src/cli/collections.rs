@@ -294,6 +294,10 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
                     ""
                 }
             );
+            if let Some(f) = r["file"].as_str() {
+                // A synced document: the edit went to its file too (docs/sync.md).
+                out.push_str(&format!("\nfile: {f}"));
+            }
             if let Some(v) = r.get("validation") {
                 out.push('\n');
                 out.push_str(&validation_text(v));

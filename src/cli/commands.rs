@@ -36,7 +36,9 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Doc { action } => open(&db).and_then(|kb| super::collections::doc(&kb, format, action)),
         Command::Skill { action } => open(&db).and_then(|kb| super::skills::skill(&kb, format, action)),
         Command::Agent { action } => open(&db).and_then(|kb| super::skills::agent(&kb, format, action)),
-        Command::Mcp => match &explicit_db {
+        Command::Sync(a) => super::sync::sync(&db, format, embedded, a),
+        Command::Watch(a) => super::sync::watch(&db, format, embedded, a),
+        Command::Mcp(m) => match &explicit_db {
             None => Err(KbError::invalid(
                 "db",
                 "kbdb mcp needs --db PATH or KBDB_DIR (it never uses the working directory)",
@@ -48,7 +50,13 @@ pub fn dispatch(cli: Cli) -> i32 {
                 } else {
                     kbdb::Kb::open_or_create(dir).map(drop)
                 };
-                create.and_then(|_| kbdb::mcp::run(dir)).map(|_| EXIT_OK)
+                let watch = m.watch.map(|dir| kbdb::mcp::WatchSpec {
+                    dir,
+                    prefix: m.prefix,
+                });
+                create
+                    .and_then(|_| kbdb::mcp::run_watching(dir, watch))
+                    .map(|_| EXIT_OK)
             }
         },
         Command::Unlearn { kbid } => open(&db).and_then(|kb| {

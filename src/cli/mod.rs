@@ -9,6 +9,7 @@ mod maintenance;
 pub mod output;
 mod recall;
 mod skills;
+mod sync;
 
 use clap::Parser;
 

@@ -14,6 +14,8 @@ pub const EXIT_NOT_FOUND: i32 = 4;
 pub const EXIT_UNAVAILABLE: i32 = 5;
 pub const EXIT_PARTIAL: i32 = 6;
 pub const EXIT_CHECK_FAILED: i32 = 7;
+/// An edit refused because the document's file changed on disk (docs/sync.md).
+pub const EXIT_CONFLICT: i32 = 8;
 
 pub fn exit_code(e: &KbError) -> i32 {
     // By code, so errors that crossed the daemon's wire map the same way.
@@ -22,6 +24,7 @@ pub fn exit_code(e: &KbError) -> i32 {
             EXIT_INVALID
         }
         "not_found" => EXIT_NOT_FOUND,
+        "conflict" => EXIT_CONFLICT,
         "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon"
         | "embedding_failed" => EXIT_UNAVAILABLE,
         _ => EXIT_INTERNAL,

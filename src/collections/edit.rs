@@ -59,6 +59,9 @@ pub struct EditResult {
     pub document: Option<crate::model::DocumentLearnResult>,
     #[serde(default)]
     pub elapsed_ms: f64,
+    /// The file the edit was written back to (a synced document, docs/sync.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 impl DocEdit {
@@ -129,7 +132,8 @@ fn stored_body(t: &WriteTables<'_>, docid: &str, kbids: &[String]) -> Result<Str
     Ok(body)
 }
 
-fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
+/// Merge metadata: a null value removes the key.
+pub(crate) fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     for (k, v) in from {
         if v.is_null() {
             into.remove(&k);
@@ -139,14 +143,35 @@ fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
     }
 }
 
+/// Remove `docid` (manifest and memberships; its sections stay, collectable when nothing else
+/// holds them). Nothing happens when it does not exist.
+pub(crate) fn delete_document(t: &mut WriteTables<'_>, docid: &str) -> Result<()> {
+    let Some(doc) = t.document(docid)? else {
+        return Ok(());
+    };
+    let mut seen = std::collections::HashSet::new();
+    for k in &doc.kbids {
+        if seen.insert(k.clone()) {
+            t.remove_membership(docid, k)?;
+        }
+    }
+    t.remove_document(docid)?;
+    t.log(crate::model::records::ChangeKind::DocumentRemoved, docid)?;
+    Ok(())
+}
+
 /// Apply `edit` to `docid` inside `t`. The outer error is a storage failure (it fails the whole
-/// group); the inner one is the edit's own (nothing written).
+/// group); the inner one is the edit's own (nothing written). A document that came from a file
+/// of a synced folder is edited in its file too (src/sync/writeback.rs).
 pub(crate) fn apply(
     t: &mut WriteTables<'_>,
     docid: String,
     edit: DocEdit,
     limits: &Limits,
 ) -> Result<Result<WriteOutcome>> {
+    if let Some(r) = crate::sync::writeback::apply_edit(t, &docid, &edit, limits)? {
+        return Ok(r);
+    }
     let action = edit.name().to_string();
     let existing = t.document(&docid)?;
     let outcome = |changed: bool, document| {
@@ -156,6 +181,7 @@ pub(crate) fn apply(
             changed,
             document,
             elapsed_ms: 0.0,
+            file: None,
         })))
     };
     let (title, body, metadata) = match (edit, existing) {
@@ -166,15 +192,8 @@ pub(crate) fn apply(
                 "Document not found: {docid}"
             ))));
         }
-        (DocEdit::Delete, Some(doc)) => {
-            let mut seen = std::collections::HashSet::new();
-            for k in &doc.kbids {
-                if seen.insert(k.clone()) {
-                    t.remove_membership(&docid, k)?;
-                }
-            }
-            t.remove_document(&docid)?;
-            t.log(crate::model::records::ChangeKind::DocumentRemoved, &docid)?;
+        (DocEdit::Delete, Some(_)) => {
+            delete_document(t, &docid)?;
             return outcome(true, None);
         }
         (DocEdit::Create { .. }, Some(_)) => {

@@ -78,10 +78,38 @@ pub const IDEMPOTENT_METHODS: &[&str] = &[
     "section_by_heading",
     "search_content",
     "text_search",
+    "sync_roots",
+    // Not reads, but safe to repeat: a sync makes documents match files, whatever ran before.
+    "sync",
 ];
 
 /// Methods that may run long; clients wait for them without a timeout.
-pub const LONG_METHODS: &[&str] = &["check", "gc", "rebuild", "export", "import"];
+pub const LONG_METHODS: &[&str] = &["check", "gc", "rebuild", "export", "import", "sync"];
+
+/// Folder-sync methods that write in batches through a writer (the daemon's group-commit
+/// writer, or `Kb::write_group`): see [`call_sync`].
+pub const SYNC_METHODS: &[&str] = &["sync", "sync_forget"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirParam {
+    dir: PathBuf,
+}
+
+/// Run a folder-sync method, committing its writes through `write`.
+pub fn call_sync(
+    kb: &Kb,
+    method: &str,
+    p: Value,
+    progress: &dyn Fn(u64, u64),
+    write: crate::sync::engine::Writer<'_>,
+) -> CallResult {
+    match method {
+        "sync" => to_value(kb.sync_with(&params(p)?, write, progress)?),
+        "sync_forget" => to_value(kb.sync_forget_with(&params::<DirParam>(p)?.dir, write)?),
+        other => Err(CallError::UnknownMethod(other.to_string())),
+    }
+}
 
 pub fn params<T: DeserializeOwned>(p: Value) -> std::result::Result<T, CallError> {
     let p = if p.is_null() { json!({}) } else { p };
@@ -369,6 +397,8 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             let ops = write_ops(kb, m, p)?;
             write_result(kb, m, kb.write_group(ops)?)
         }
+        m if SYNC_METHODS.contains(&m) => call_sync(kb, m, p, progress, &|ops| kb.write_group(ops)),
+        "sync_roots" => to_value(kb.sync_roots()?),
         "models_load" => Ok(kb.models_load(&params::<ModelsLoadParams>(p)?.toml)?),
         "models_show" => Ok(json!({
             "toml": kb.models_toml()?,

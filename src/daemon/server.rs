@@ -354,6 +354,33 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
     }
 }
 
+/// Queue writes for the writer (prepared on this thread) and wait for their results: one job,
+/// committed in one transaction (possibly with other clients' writes).
+fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+    state.kb.check_batch(ops.len())?;
+    let ops: Vec<Result<crate::PreparedWrite>> = ops
+        .into_iter()
+        .map(|op| state.kb.prepare_write(op))
+        .collect();
+    let (reply, answer) = mpsc::channel();
+    let sent = state
+        .jobs
+        .lock()
+        .ok()
+        .and_then(|j| j.as_ref().map(|tx| tx.send(Job { ops, reply }).is_ok()))
+        .unwrap_or(false);
+    if !sent {
+        return Err(KbError::Daemon("the daemon is shutting down; retry".into()));
+    }
+    match answer.recv() {
+        Ok(Ok(outcomes)) => Ok(outcomes),
+        Ok(Err(msg)) => Err(KbError::Storage(msg)),
+        Err(_) => Err(KbError::Daemon(
+            "the writer stopped before answering".into(),
+        )),
+    }
+}
+
 /// Read one line of at most `MAX_MESSAGE_BYTES`. Ok(None) at end of stream.
 fn read_message(
     reader: &mut impl BufRead,
@@ -494,6 +521,18 @@ fn dispatch(
                     "the writer stopped before answering".into(),
                 ))),
             }
+        }
+        m if methods::SYNC_METHODS.contains(&m) => {
+            let progress = |done: u64, total: u64| {
+                if wants_progress {
+                    let line = json!({"jsonrpc": "2.0", "method": "progress",
+                                      "params": {"done": done, "total": total}})
+                    .to_string();
+                    let _ = send_line(conn, &line);
+                }
+            };
+            // The folder is read here; each batch is committed by the writer, like any write.
+            methods::call_sync(&state.kb, m, params, &progress, &|ops| submit(state, ops))
         }
         m => {
             let progress = |done: u64, total: u64| {

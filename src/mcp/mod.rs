@@ -13,12 +13,26 @@ use std::path::Path;
 
 use crate::error::{KbError, Result};
 
+/// A folder `kbdb mcp --watch` keeps in sync.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    pub dir: std::path::PathBuf,
+    /// Docid prefix (None: the folder's current one).
+    pub prefix: Option<String>,
+}
+
 /// Serve MCP on stdin/stdout for the database in `db_dir` until stdin closes.
 pub fn run(db_dir: &Path) -> Result<()> {
+    run_watching(db_dir, None)
+}
+
+/// `run`, also keeping `watch`'s folder in sync (a watcher in this process; every change goes
+/// through the daemon, whose change events reach subscribed clients).
+pub fn run_watching(db_dir: &Path, watch: Option<WatchSpec>) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| KbError::io("cannot start the async runtime", e))?;
-    runtime.block_on(server::serve(db_dir.to_path_buf()))
+    runtime.block_on(server::serve(db_dir.to_path_buf(), watch))
 }

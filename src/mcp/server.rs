@@ -918,6 +918,67 @@ impl ServerHandler for Kbdb {
     }
 }
 
+/// `kbdb mcp --watch`: sync the folder, then every batch of changes, through the daemon (on a
+/// thread of its own). Problems are logged to stderr and sent as `notifications/message`.
+fn start_watching(state: Arc<State>, watcher: crate::sync::FolderWatcher, prefix: Option<String>) {
+    std::thread::spawn(move || {
+        let log = |level: LoggingLevel, data: Value| {
+            let _ = state.events.send(Event::Log(level, data));
+        };
+        let mut sync = |req: &crate::sync::SyncRequest| -> Result<crate::sync::SyncReport> {
+            let params = serde_json::to_value(req).map_err(|e| KbError::Storage(e.to_string()))?;
+            serde_json::from_value(state.pool.call("sync", params)?)
+                .map_err(|e| KbError::Daemon(format!("unexpected sync result: {e}")))
+        };
+        let mut report = |r: Result<crate::sync::SyncReport>| match r {
+            Ok(r) => {
+                for s in &r.skipped {
+                    tracing::warn!(path = %s.path, "not synced: {}", s.reason);
+                }
+                if !r.skipped.is_empty() {
+                    log(
+                        LoggingLevel::Warning,
+                        json!({"event": "sync", "root": r.root, "skipped": r.skipped}),
+                    );
+                }
+                if !r.changes.is_empty() {
+                    log(
+                        LoggingLevel::Debug,
+                        json!({"event": "sync", "root": r.root, "changes": r.changes}),
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!("sync failed: {e}");
+                log(
+                    LoggingLevel::Warning,
+                    json!({"event": "sync", "error": e.to_string()}),
+                );
+            }
+        };
+        let first = sync(&crate::sync::SyncRequest {
+            dir: watcher.root().to_path_buf(),
+            prefix,
+            paths: None,
+        });
+        let prefix = match &first {
+            Ok(r) => r.prefix.clone(),
+            Err(e) => {
+                tracing::error!(
+                    "cannot sync {}: {e}; not watching it",
+                    watcher.root().display()
+                );
+                report(first);
+                return;
+            }
+        };
+        report(first);
+        if let Err(e) = crate::sync::watch::sync_loop(watcher, &prefix, &mut sync, &mut report) {
+            tracing::error!("the folder watcher stopped: {e}");
+        }
+    });
+}
+
 /// Turns daemon change events and log requests into MCP notifications.
 async fn notifier(
     peer: Peer<RoleServer>,
@@ -1004,10 +1065,19 @@ async fn notifier(
     }
 }
 
-pub(super) async fn serve(db_dir: PathBuf) -> Result<()> {
+pub(super) async fn serve(db_dir: PathBuf, watch: Option<super::WatchSpec>) -> Result<()> {
     let pool = tokio::task::spawn_blocking(move || ClientPool::connect(db_dir))
         .await
         .map_err(|e| KbError::Daemon(e.to_string()))??;
+    // A folder that cannot be watched fails the start, before the handshake.
+    let watcher = match &watch {
+        Some(w) => Some(crate::sync::FolderWatcher::new(
+            &w.dir,
+            vec![pool.db_dir().to_path_buf()],
+            crate::sync::WatchOptions::default(),
+        )?),
+        None => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let state = Arc::new(State {
         pool,
@@ -1024,6 +1094,9 @@ pub(super) async fn serve(db_dir: PathBuf) -> Result<()> {
         Err(e) => return Err(KbError::Daemon(format!("MCP initialization failed: {e}"))),
     };
     tokio::spawn(notifier(running.peer().clone(), state.clone(), rx));
+    if let (Some(w), Some(spec)) = (watcher, watch) {
+        start_watching(state.clone(), w, spec.prefix);
+    }
 
     // Change events from the daemon (any process's writes), on a blocking thread.
     {

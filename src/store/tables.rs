@@ -53,3 +53,9 @@ pub const VECTOR_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("vec
 pub const VECTOR_FAILURES: TableDefinition<&str, &str> = TableDefinition::new("vector_failures");
 /// `collection`: `models` → the TOML text of the loaded models (docs/collections.md).
 pub const COLLECTION: TableDefinition<&str, &str> = TableDefinition::new("collection");
+/// `sync_roots`: canonical folder path → versioned `SyncRoot` (its docid prefix): the folders
+/// kept in sync with documents (migration 0008, docs/sync.md).
+pub const SYNC_ROOTS: TableDefinition<&str, &[u8]> = TableDefinition::new("sync_roots");
+/// `sync_files`: docid → versioned `FileRecord` (the file it came from: path, content hash,
+/// size and times, front-matter syntax) (migration 0008, docs/sync.md).
+pub const SYNC_FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("sync_files");

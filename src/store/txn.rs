@@ -34,9 +34,16 @@ pub struct WriteTables<'t> {
     /// appends many sections to one document must not rewrite its manifest per section).
     /// `None` = removed.
     dirty_documents: std::collections::HashMap<String, Option<DocumentRecord>>,
+    /// The transaction, for tables only some writes use (folder sync records).
+    txn: &'t WriteTransaction,
 }
 
 impl<'t> WriteTables<'t> {
+    /// The transaction these tables belong to (to open a table only some writes need).
+    pub fn txn(&self) -> &'t WriteTransaction {
+        self.txn
+    }
+
     pub fn open(txn: &'t WriteTransaction, now: String) -> Result<Self> {
         let changes = txn.open_table(CHANGES)?;
         let next_seq = changes.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
@@ -58,6 +65,7 @@ impl<'t> WriteTables<'t> {
             next_seq,
             now,
             dirty_documents: std::collections::HashMap::new(),
+            txn,
         })
     }
 

@@ -1,0 +1,1007 @@
+//! `Kb::sync`: a folder of markdown files as documents (docs/sync.md).
+//!
+//! A sync reads the folder outside any transaction — listing it, and for each markdown file
+//! comparing its size, times and inode with the file's record (the fast path), reading and
+//! hashing it only when they differ — and turns what changed into `WriteOp::Sync` writes,
+//! committed one transaction per batch through the caller's writer (the daemon's group-commit
+//! writer, or `Kb::write_group`). Each write carries the record hash the scan saw, and applies
+//! only if the record is still the same (an edit written back meanwhile wins), so concurrent
+//! syncs and edits never undo each other.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use redb::{ReadableDatabase, ReadableTable};
+use serde::{Deserialize, Serialize};
+
+use super::records::{self, FileRecord, FileStat, SyncRoot};
+use super::scan::{self, Entry, ReadError, Rules, Taken};
+use super::{
+    ForgetReport, MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncRequest, SyncRootInfo, SyncSkip,
+};
+use crate::config::Limits;
+use crate::error::{KbError, Result};
+use crate::model::DocumentLearnResult;
+use crate::model::validate;
+use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
+use crate::store::txn::WriteTables;
+use crate::text::frontmatter::{self, Syntax};
+use crate::writes::{self, PreparedOp, WriteOp, WriteOutcome};
+use crate::{Kb, elapsed_ms};
+
+/// Files per write transaction of a sync (at most `limits.max_batch`).
+pub const BATCH_FILES: usize = 1000;
+/// File bytes per write transaction of a sync (a batch closes early past this).
+pub const BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+/// One sync write (`WriteOp::Sync`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "sync", rename_all = "snake_case")]
+pub enum SyncOp {
+    /// Sync the folder `dir` (canonical path) under `prefix`: registers it, or moves it from
+    /// another prefix (the documents of its files under the old prefix are removed; the files
+    /// come back under the new one).
+    Root { dir: String, prefix: String },
+    /// A file whose content is new or changed: store `text` as the document `docid` and record
+    /// the file. `expected` is the hash of the record the scan saw (None: no record); when the
+    /// record has changed since, nothing is done (`stale`).
+    File {
+        docid: String,
+        text: String,
+        record: FileRecord,
+        expected: Option<String>,
+    },
+    /// A file whose content is what its record says but whose size, times or inode changed:
+    /// refresh the record.
+    Touch { docid: String, record: FileRecord },
+    /// A file that is gone (or no longer synced): remove its document and record, if the record
+    /// still has the hash `expected`.
+    Remove { docid: String, expected: String },
+    /// Stop syncing `dir`: drop its records and registration; its documents stay.
+    Forget { dir: String },
+}
+
+/// The result of one sync write.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SyncOutcome {
+    /// `root`, `added`, `updated`, `touched`, `removed`, `forgotten`, `unchanged`, or `stale`
+    /// (the record changed since the scan: nothing done).
+    pub action: String,
+    /// The docid (the folder for `root` and `forgotten`).
+    pub id: String,
+    /// Whether the store was written.
+    pub changed: bool,
+    /// Records dropped (`root` moved to another prefix, `forgotten`).
+    #[serde(default)]
+    pub records_dropped: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentLearnResult>,
+    #[serde(default)]
+    pub elapsed_ms: f64,
+}
+
+impl SyncOutcome {
+    fn new(action: &str, id: &str, changed: bool) -> SyncOutcome {
+        SyncOutcome {
+            action: action.to_string(),
+            id: id.to_string(),
+            changed,
+            records_dropped: 0,
+            document: None,
+            elapsed_ms: 0.0,
+        }
+    }
+}
+
+/// A sync write, checked and with its document split and hashed (outside the transaction).
+pub(crate) enum PreparedSync {
+    Root {
+        dir: String,
+        prefix: String,
+    },
+    File {
+        docid: String,
+        record: FileRecord,
+        expected: Option<String>,
+        doc: Box<PreparedOp>,
+    },
+    Touch {
+        docid: String,
+        record: FileRecord,
+    },
+    Remove {
+        docid: String,
+        expected: String,
+    },
+    Forget {
+        dir: String,
+    },
+}
+
+/// The title of a synced document: its front matter's `title` when that is one line of text,
+/// else (None) the first heading.
+pub(crate) fn title_of(meta: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let t = meta.get("title")?.as_str()?;
+    validate::validate_line("title", Some(t), validate::MAX_TITLE_CHARS)
+        .ok()
+        .flatten()
+}
+
+/// A file's text as the document `docid`: front matter → metadata (none: empty metadata), the
+/// body split into heading sections by the shared rule, the title from [`title_of`].
+pub(crate) fn prepare_text(
+    docid: &str,
+    text: &str,
+    limits: &Limits,
+) -> Result<(PreparedOp, Option<Syntax>)> {
+    validate::validate_docid(docid)?;
+    let (front, body) = frontmatter::split(text).map_err(|e| KbError::invalid("content", e))?;
+    let syntax = front.as_ref().map(|f| f.syntax);
+    let meta = front.map(|f| f.meta).unwrap_or_default();
+    let metadata = validate::validate_metadata(&meta)?;
+    let op = writes::prepare_document(
+        docid.to_string(),
+        body,
+        title_of(&meta),
+        Some(metadata),
+        limits,
+    )?;
+    Ok((op, syntax))
+}
+
+pub(crate) fn syntax_name(s: Option<Syntax>) -> Option<String> {
+    s.map(|s| match s {
+        Syntax::Yaml => "yaml".to_string(),
+        Syntax::Toml => "toml".to_string(),
+    })
+}
+
+/// Check a sync write without touching the store.
+pub(crate) fn prepare(op: SyncOp, limits: &Limits) -> Result<PreparedSync> {
+    Ok(match op {
+        SyncOp::Root { dir, prefix } => PreparedSync::Root {
+            dir,
+            prefix: normalize_prefix(&prefix)?,
+        },
+        SyncOp::File {
+            docid,
+            text,
+            mut record,
+            expected,
+        } => {
+            let (doc, syntax) = prepare_text(&docid, &text, limits)?;
+            record.front_matter = syntax_name(syntax);
+            PreparedSync::File {
+                docid,
+                record,
+                expected,
+                doc: Box::new(doc),
+            }
+        }
+        SyncOp::Touch { docid, record } => {
+            validate::validate_docid(&docid)?;
+            PreparedSync::Touch { docid, record }
+        }
+        SyncOp::Remove { docid, expected } => {
+            validate::validate_docid(&docid)?;
+            PreparedSync::Remove { docid, expected }
+        }
+        SyncOp::Forget { dir } => PreparedSync::Forget { dir },
+    })
+}
+
+/// Whether two docid prefixes overlap (one starts with the other: a docid could be under both).
+fn overlap(a: &str, b: &str) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// Apply a sync write inside `t`. The outer error fails the whole transaction; the inner one
+/// this write alone (nothing of it written).
+pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<WriteOutcome>> {
+    let txn = t.txn();
+    let mut files = txn.open_table(SYNC_FILES)?;
+    let out = match p {
+        PreparedSync::Root { dir, prefix } => {
+            let mut roots_t = txn.open_table(SYNC_ROOTS)?;
+            let all = records::roots(&roots_t)?;
+            if let Err(e) = check_prefix(&all, &dir, &prefix) {
+                return Ok(Err(e));
+            }
+            let old = all.iter().find(|(d, _)| *d == dir).map(|(_, r)| r.clone());
+            match old {
+                Some(r) if r.prefix == prefix => SyncOutcome::new("unchanged", &dir, false),
+                old => {
+                    let mut o = SyncOutcome::new("root", &dir, true);
+                    if let Some(old) = old {
+                        for (docid, _) in records::files_under(&files, &old.prefix, Some(&dir))? {
+                            crate::collections::edit::delete_document(t, &docid)?;
+                            files.remove(docid.as_str())?;
+                            o.records_dropped += 1;
+                        }
+                    }
+                    let rec = SyncRoot {
+                        prefix,
+                        created_at: t.now().to_string(),
+                    };
+                    roots_t.insert(dir.as_str(), crate::model::records::encode(&rec).as_slice())?;
+                    o
+                }
+            }
+        }
+        PreparedSync::File {
+            docid,
+            record,
+            expected,
+            doc,
+        } => {
+            let current = records::get_file(&files, &docid)?;
+            if current.as_ref().map(|r| &r.hash) != expected.as_ref() {
+                SyncOutcome::new("stale", &docid, false)
+            } else {
+                let document = match writes::apply_prepared(t, *doc)? {
+                    WriteOutcome::Document(d) => d,
+                    _ => return Err(KbError::Storage("unexpected write outcome".into())),
+                };
+                records::put_file(&mut files, &docid, &record)?;
+                let action = if current.is_some() {
+                    "updated"
+                } else {
+                    "added"
+                };
+                let mut o = SyncOutcome::new(action, &docid, true);
+                o.document = Some(document);
+                o
+            }
+        }
+        PreparedSync::Touch { docid, record } => match records::get_file(&files, &docid)? {
+            Some(cur) if cur.hash == record.hash && cur.path == record.path => {
+                records::put_file(&mut files, &docid, &record)?;
+                SyncOutcome::new("touched", &docid, true)
+            }
+            _ => SyncOutcome::new("stale", &docid, false),
+        },
+        PreparedSync::Remove { docid, expected } => match records::get_file(&files, &docid)? {
+            Some(cur) if cur.hash == expected => {
+                crate::collections::edit::delete_document(t, &docid)?;
+                files.remove(docid.as_str())?;
+                SyncOutcome::new("removed", &docid, true)
+            }
+            _ => SyncOutcome::new("stale", &docid, false),
+        },
+        PreparedSync::Forget { dir } => {
+            let mut roots_t = txn.open_table(SYNC_ROOTS)?;
+            let root = roots_t
+                .get(dir.as_str())?
+                .map(|v| crate::model::records::decode::<SyncRoot>("sync_roots", &dir, v.value()))
+                .transpose()?;
+            match root {
+                None => SyncOutcome::new("unchanged", &dir, false),
+                Some(r) => {
+                    let mut o = SyncOutcome::new("forgotten", &dir, true);
+                    for (docid, _) in records::files_under(&files, &r.prefix, Some(&dir))? {
+                        files.remove(docid.as_str())?;
+                        o.records_dropped += 1;
+                    }
+                    roots_t.remove(dir.as_str())?;
+                    o
+                }
+            }
+        }
+    };
+    Ok(Ok(WriteOutcome::Synced(out)))
+}
+
+/// `prefix` may be used for `dir`: no other folder's prefix overlaps it.
+fn check_prefix(all: &[(String, SyncRoot)], dir: &str, prefix: &str) -> Result<()> {
+    for (d, r) in all {
+        if d != dir && overlap(&r.prefix, prefix) {
+            let shown = |p: &str| {
+                if p.is_empty() {
+                    "(no prefix)".to_string()
+                } else {
+                    format!("{p:?}")
+                }
+            };
+            return Err(KbError::invalid(
+                "prefix",
+                format!(
+                    "{} overlaps the prefix {} of the synced folder {d}; each synced folder needs a prefix of its own (e.g. --prefix notes/)",
+                    shown(prefix),
+                    shown(&r.prefix)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A docid prefix as given (`notes`, `notes/`, ``) in its stored form (`notes/`, ``).
+pub fn normalize_prefix(p: &str) -> Result<String> {
+    let p = p.trim();
+    if p.is_empty() {
+        return Ok(String::new());
+    }
+    let p = if p.ends_with('/') {
+        p.to_string()
+    } else {
+        format!("{p}/")
+    };
+    validate::validate_docid(&format!("{p}x")).map_err(|e| {
+        let msg = e.to_string();
+        let rule = msg.strip_prefix("docid: ").unwrap_or(&msg);
+        KbError::invalid("prefix", format!("{p:?} cannot start docids: {rule}"))
+    })?;
+    Ok(p)
+}
+
+/// The callback a sync commits its batches through: one transaction per call.
+pub type Writer<'a> = &'a dyn Fn(Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>>;
+
+/// A file found by a scan.
+struct Candidate {
+    abs: PathBuf,
+    rel: String,
+    stat: FileStat,
+}
+
+/// What a scan found: files to look at, files left alone (with why), unreadable folders.
+struct Found<'a> {
+    root: &'a Path,
+    candidates: &'a mut Vec<Candidate>,
+    skipped: &'a mut Vec<(String, String)>,
+    unreadable: &'a mut Vec<String>,
+}
+
+impl Found<'_> {
+    /// Everything synced at and below the folder `dir`.
+    fn walk(&mut self, rules: &mut Rules, dir: &Path) {
+        let root = self.root;
+        let rel_or_shown =
+            |p: &Path| scan::relative(root, p).unwrap_or_else(|_| p.display().to_string());
+        scan::walk(rules, dir, &mut |e| match e {
+            Entry::File(p, stat) => match scan::relative(root, p) {
+                Ok(rel) => self.candidates.push(Candidate {
+                    abs: p.to_path_buf(),
+                    rel,
+                    stat,
+                }),
+                Err(reason) => self.skipped.push((p.display().to_string(), reason)),
+            },
+            Entry::Skipped(p, reason) => self.skipped.push((rel_or_shown(p), reason)),
+            Entry::Unreadable(p, reason) => {
+                let rel = scan::relative(root, p).unwrap_or_default();
+                self.skipped
+                    .push((rel.clone(), format!("folder cannot be read: {reason}")));
+                self.unreadable.push(rel);
+            }
+            Entry::Dir(_) => {}
+        })
+    }
+}
+
+/// The state of one sync.
+struct Run<'a> {
+    limits: &'a Limits,
+    root: PathBuf,
+    root_str: String,
+    prefix: String,
+    /// The records of this folder when the scan started, by relative path: (docid, record).
+    by_path: HashMap<String, (String, FileRecord)>,
+    /// The same records' relative paths by docid.
+    by_docid: HashMap<String, String>,
+    /// Relative paths of the files that exist and were looked at (their records stay).
+    seen: HashSet<String>,
+    /// Folders that could not be read: the records below them stay.
+    unreadable: Vec<String>,
+    taken: Taken,
+    report: SyncReport,
+    batch: Vec<WriteOp>,
+    /// The relative path of each write of `batch`.
+    batch_paths: Vec<String>,
+    batch_bytes: usize,
+    batch_limit: usize,
+    write: Writer<'a>,
+}
+
+impl Run<'_> {
+    fn skip(&mut self, rel: &str, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::info!(path = rel, "not synced: {reason}");
+        self.report.skipped.push(SyncSkip {
+            path: rel.to_string(),
+            reason,
+        });
+    }
+
+    fn push(&mut self, rel: &str, op: WriteOp, bytes: usize) -> Result<()> {
+        self.batch.push(op);
+        self.batch_paths.push(rel.to_string());
+        self.batch_bytes += bytes;
+        if self.batch.len() >= self.batch_limit || self.batch_bytes >= BATCH_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let ops = std::mem::take(&mut self.batch);
+        let paths = std::mem::take(&mut self.batch_paths);
+        self.batch_bytes = 0;
+        let results = (self.write)(ops)?;
+        let mut committed = false;
+        for (r, rel) in results.into_iter().zip(paths) {
+            match r {
+                Ok(WriteOutcome::Synced(o)) => {
+                    committed |= o.changed;
+                    let listed = match o.action.as_str() {
+                        "added" => {
+                            self.report.added += 1;
+                            true
+                        }
+                        "updated" => {
+                            self.report.updated += 1;
+                            true
+                        }
+                        "removed" => {
+                            self.report.removed += 1;
+                            true
+                        }
+                        "touched" => {
+                            self.report.touched += 1;
+                            false
+                        }
+                        _ => false,
+                    };
+                    if listed {
+                        if self.report.changes.len() < MAX_LISTED_CHANGES {
+                            self.report.changes.push(SyncChange {
+                                action: o.action.clone(),
+                                docid: o.id.clone(),
+                                path: rel,
+                            });
+                        } else {
+                            self.report.changes_truncated = true;
+                        }
+                    }
+                }
+                Ok(_) => return Err(KbError::Storage("unexpected write outcome".into())),
+                Err(e) if rel.is_empty() => return Err(e),
+                Err(e) => self.skip(&rel, e.to_string()),
+            }
+        }
+        if committed {
+            self.report.transactions += 1;
+        }
+        Ok(())
+    }
+
+    /// Look at one file: unchanged, touched, or new/changed content to store.
+    fn file(&mut self, c: Candidate) -> Result<()> {
+        let docid = scan::docid_of(&self.prefix, &c.rel);
+        if let Err(e) = validate::validate_docid(&docid) {
+            self.seen.insert(c.rel.clone());
+            let msg = e.to_string();
+            let rule = msg.strip_prefix("docid: ").unwrap_or(&msg).to_string();
+            self.skip(&c.rel, format!("cannot become a docid ({docid:?}: {rule})"));
+            return Ok(());
+        }
+        if !self.taken.take(&docid) {
+            self.seen.insert(c.rel.clone());
+            self.skip(
+                &c.rel,
+                format!(
+                    "has the same docid ({docid}) as another file of the folder; rename one of them"
+                ),
+            );
+            return Ok(());
+        }
+        // Another file holds this docid already (`a.md` synced, `a.mdx` new).
+        let holder = self.by_docid.get(&docid).filter(|p| **p != c.rel).cloned();
+        if let Some(p) = holder
+            && self.root.join(&p).is_file()
+        {
+            self.seen.insert(c.rel.clone());
+            self.skip(
+                &c.rel,
+                format!("has the same docid ({docid}) as {p}, which is synced; rename one of them"),
+            );
+            return Ok(());
+        }
+        let rec = self.by_path.get(&c.rel).map(|(_, r)| r.clone());
+        self.report.files += 1;
+        if rec.as_ref().is_some_and(|r| r.proves_unchanged(&c.stat)) {
+            self.seen.insert(c.rel);
+            self.report.unchanged += 1;
+            return Ok(());
+        }
+        let recorded_at_ns = records::now_ns();
+        let read = match scan::read_file(&c.abs, self.limits.max_content_bytes) {
+            Ok(r) => r,
+            Err(ReadError::Missing) => {
+                self.report.files -= 1;
+                return Ok(());
+            }
+            Err(ReadError::Other(reason)) => {
+                self.seen.insert(c.rel.clone());
+                self.skip(&c.rel, reason);
+                return Ok(());
+            }
+        };
+        self.seen.insert(c.rel.clone());
+        let hash = scan::hash(&read.bytes);
+        let record = FileRecord {
+            root: self.root_str.clone(),
+            path: c.rel.clone(),
+            hash: hash.clone(),
+            size: read.stat.size,
+            mtime_ns: read.stat.mtime_ns,
+            ctime_ns: read.stat.ctime_ns,
+            ino: read.stat.ino,
+            recorded_at_ns,
+            front_matter: rec.as_ref().and_then(|r| r.front_matter.clone()),
+        };
+        match rec {
+            Some(r) if r.hash == hash => {
+                if r.stat() == read.stat {
+                    self.report.unchanged += 1;
+                } else {
+                    // Same content, other times (touched, copied back): refresh the record so
+                    // the next scan takes the fast path.
+                    self.report.unchanged += 1;
+                    self.push(&c.rel, WriteOp::Sync(SyncOp::Touch { docid, record }), 0)?;
+                }
+            }
+            r => match String::from_utf8(read.bytes) {
+                Ok(text) => {
+                    let len = text.len();
+                    let op = SyncOp::File {
+                        docid,
+                        text,
+                        record,
+                        expected: r.map(|r| r.hash),
+                    };
+                    self.push(&c.rel, WriteOp::Sync(op), len)?;
+                }
+                Err(_) => self.skip(&c.rel, "is not valid UTF-8 text"),
+            },
+        }
+        Ok(())
+    }
+}
+
+impl Kb {
+    /// `sync`: make the documents under the folder's prefix match its markdown files (all of
+    /// them, or `req.paths`), committing through `write_group`.
+    pub fn sync(&self, req: &SyncRequest) -> Result<SyncReport> {
+        self.sync_with(req, &|ops| self.write_group(ops), &|_, _| {})
+    }
+
+    /// `sync`, committing each batch through `write` (the daemon passes its group-commit
+    /// writer) and reporting (files done, files found) to `progress`.
+    pub fn sync_with(
+        &self,
+        req: &SyncRequest,
+        write: Writer<'_>,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<SyncReport> {
+        let start = Instant::now();
+        let (root, root_str) = self.sync_root_path(&req.dir)?;
+        let txn = self.db.begin_read()?;
+        let roots_t = txn.open_table(SYNC_ROOTS)?;
+        let all = records::roots(&roots_t)?;
+        let registered = all
+            .iter()
+            .find(|(d, _)| *d == root_str)
+            .map(|(_, r)| r.prefix.clone());
+        let prefix = match &req.prefix {
+            Some(p) => normalize_prefix(p)?,
+            None => registered.clone().unwrap_or_default(),
+        };
+        check_prefix(&all, &root_str, &prefix)?;
+        drop((roots_t, txn));
+
+        let mut rules = Rules::new(&root, vec![self.dir.clone()]);
+        let mut candidates = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut skipped = Vec::new();
+        // A targeted sync needs the folder synced under this prefix already.
+        let targeted = req
+            .paths
+            .as_ref()
+            .filter(|_| registered.as_deref() == Some(prefix.as_str()));
+        // The relative paths (files or folders) whose records a targeted sync revisits; None:
+        // all of the folder's.
+        let mut scope: Option<Vec<String>> = None;
+        let mut found = Found {
+            root: &root,
+            candidates: &mut candidates,
+            skipped: &mut skipped,
+            unreadable: &mut unreadable,
+        };
+        match targeted {
+            None => found.walk(&mut rules, &root),
+            Some(paths) => {
+                let mut sc = Vec::new();
+                let mut whole = false;
+                for p in paths {
+                    let abs = if p.is_absolute() {
+                        p.clone()
+                    } else {
+                        root.join(p)
+                    };
+                    let Ok(rel) = scan::relative(&root, &abs) else {
+                        continue;
+                    };
+                    if rel.is_empty() {
+                        // The folder itself: all of it.
+                        sc.clear();
+                        found.candidates.clear();
+                        found.walk(&mut rules, &root);
+                        whole = true;
+                        break;
+                    }
+                    sc.push(rel.clone());
+                    let Ok(m) = std::fs::symlink_metadata(&abs) else {
+                        continue; // gone: its records are in scope
+                    };
+                    let is_dir = m.is_dir();
+                    if !(is_dir || scan::is_markdown(&abs)) || rules.excluded(&abs, is_dir) {
+                        continue;
+                    }
+                    if is_dir {
+                        found.walk(&mut rules, &abs);
+                    } else if m.is_file() {
+                        found.candidates.push(Candidate {
+                            abs,
+                            rel,
+                            stat: FileStat::of(&m),
+                        });
+                    } else if m.file_type().is_symlink() {
+                        found
+                            .skipped
+                            .push((rel, "is a symbolic link (links are not followed)".into()));
+                    }
+                }
+                if !whole {
+                    scope = Some(sc);
+                }
+            }
+        }
+        for (path, e) in &rules.problems {
+            skipped.push((
+                scan::relative(&root, path).unwrap_or_else(|_| path.display().to_string()),
+                format!("ignore file not used: {e}"),
+            ));
+        }
+        candidates.sort_by(|a, b| a.rel.cmp(&b.rel));
+        candidates.dedup_by(|a, b| a.rel == b.rel);
+
+        // The records to compare with: all of the folder's, or (a targeted sync) those whose
+        // docid starts with a scoped path's (its file's docid, the files below a folder).
+        let txn = self.db.begin_read()?;
+        let files_t = txn.open_table(SYNC_FILES)?;
+        let mut by_path: HashMap<String, (String, FileRecord)> = HashMap::new();
+        let starts: Vec<String> = match &scope {
+            None => vec![prefix.clone()],
+            Some(sc) => sc.iter().map(|p| scan::docid_of(&prefix, p)).collect(),
+        };
+        for start in starts {
+            for (d, r) in records::files_under(&files_t, &start, Some(&root_str))? {
+                by_path.insert(r.path.clone(), (d, r));
+            }
+        }
+        for c in &candidates {
+            let docid = scan::docid_of(&prefix, &c.rel);
+            if scope.is_some()
+                && let Some(r) = records::get_file(&files_t, &docid)?
+                && r.root == root_str
+            {
+                by_path.insert(r.path.clone(), (docid, r));
+            }
+        }
+        drop((files_t, txn));
+
+        let mut run = Run {
+            limits: &self.config.limits,
+            root: root.clone(),
+            root_str: root_str.clone(),
+            prefix: prefix.clone(),
+            by_docid: by_path
+                .iter()
+                .map(|(p, (d, _))| (d.clone(), p.clone()))
+                .collect(),
+            by_path,
+            seen: HashSet::new(),
+            unreadable,
+            taken: Taken::default(),
+            report: SyncReport {
+                root: root_str.clone(),
+                prefix: prefix.clone(),
+                ..Default::default()
+            },
+            batch: Vec::new(),
+            batch_paths: Vec::new(),
+            batch_bytes: 0,
+            batch_limit: BATCH_FILES.min(self.config.limits.max_batch).max(1),
+            write,
+        };
+        for (path, reason) in skipped {
+            if !path.is_empty() {
+                run.seen.insert(path.clone());
+            }
+            run.skip(&path, reason);
+        }
+        if registered.as_deref() != Some(prefix.as_str()) {
+            // An empty path marks the registration: its failure fails the sync.
+            run.push(
+                "",
+                WriteOp::Sync(SyncOp::Root {
+                    dir: root_str.clone(),
+                    prefix: prefix.clone(),
+                }),
+                0,
+            )?;
+        }
+        let total = candidates.len() as u64;
+        progress(0, total);
+        for (n, c) in candidates.into_iter().enumerate() {
+            run.file(c)?;
+            if n % 64 == 63 {
+                progress(n as u64 + 1, total);
+            }
+        }
+        let in_scope = |rel: &str| match &scope {
+            None => true,
+            Some(s) => s.iter().any(|p| {
+                rel == p || (rel.starts_with(p.as_str()) && rel[p.len()..].starts_with('/'))
+            }),
+        };
+        let mut gone: Vec<(String, String, String)> = run
+            .by_path
+            .iter()
+            .filter(|(rel, _)| in_scope(rel) && !run.seen.contains(*rel))
+            .filter(|(rel, _)| {
+                !run.unreadable.iter().any(|u| {
+                    u.is_empty() || rel.starts_with(u.as_str()) && rel[u.len()..].starts_with('/')
+                })
+            })
+            .map(|(rel, (docid, r))| (rel.clone(), docid.clone(), r.hash.clone()))
+            .collect();
+        gone.sort();
+        for (rel, docid, expected) in gone {
+            run.push(&rel, WriteOp::Sync(SyncOp::Remove { docid, expected }), 0)?;
+        }
+        run.flush()?;
+        progress(total, total);
+        let mut report = run.report;
+        report.skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        report.elapsed_ms = elapsed_ms(start);
+        Ok(report)
+    }
+
+    /// The canonical path of a folder to sync (and its text form), checked.
+    fn sync_root_path(&self, dir: &Path) -> Result<(PathBuf, String)> {
+        let root = dir.canonicalize().map_err(|e| {
+            KbError::invalid("dir", format!("{} cannot be opened: {e}", dir.display()))
+        })?;
+        if !root.is_dir() {
+            return Err(KbError::invalid(
+                "dir",
+                format!("{} is not a folder", root.display()),
+            ));
+        }
+        if root.starts_with(&self.dir) {
+            return Err(KbError::invalid(
+                "dir",
+                format!("{} is inside the database folder", root.display()),
+            ));
+        }
+        let s = root
+            .to_str()
+            .ok_or_else(|| {
+                KbError::invalid("dir", format!("{} is not valid UTF-8", root.display()))
+            })?
+            .to_string();
+        Ok((root, s))
+    }
+
+    /// The synced folders with their prefixes and how many files each has recorded.
+    pub fn sync_roots(&self) -> Result<Vec<SyncRootInfo>> {
+        let txn = self.db.begin_read()?;
+        let roots_t = txn.open_table(SYNC_ROOTS)?;
+        let files_t = txn.open_table(SYNC_FILES)?;
+        let mut out = Vec::new();
+        for (dir, r) in records::roots(&roots_t)? {
+            let files = records::files_under(&files_t, &r.prefix, Some(&dir))?.len() as u64;
+            out.push(SyncRootInfo {
+                dir,
+                prefix: r.prefix,
+                files,
+                created_at: r.created_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The file record of a synced document (None: the document does not come from a file).
+    pub fn sync_record(&self, docid: &str) -> Result<Option<FileRecord>> {
+        validate::validate_docid(docid)?;
+        let txn = self.db.begin_read()?;
+        records::get_file(&txn.open_table(SYNC_FILES)?, docid)
+    }
+
+    /// Stop syncing `dir`: its records go, its documents stay (as documents no file backs).
+    pub fn sync_forget(&self, dir: &Path) -> Result<ForgetReport> {
+        self.sync_forget_with(dir, &|ops| self.write_group(ops))
+    }
+
+    pub fn sync_forget_with(&self, dir: &Path, write: Writer<'_>) -> Result<ForgetReport> {
+        // The folder may be gone already: use its path as given when it cannot be resolved.
+        let dir_str = match dir.canonicalize() {
+            Ok(p) => p.to_string_lossy().into_owned(),
+            Err(_) => std::path::absolute(dir)
+                .map_err(|e| KbError::invalid("dir", format!("{}: {e}", dir.display())))?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let r = write(vec![WriteOp::Sync(SyncOp::Forget {
+            dir: dir_str.clone(),
+        })])?
+        .pop()
+        .ok_or_else(|| KbError::Storage("no result".into()))??;
+        let WriteOutcome::Synced(o) = r else {
+            return Err(KbError::Storage("unexpected write outcome".into()));
+        };
+        Ok(ForgetReport {
+            dir: dir_str,
+            forgotten: o.changed,
+            files: o.records_dropped,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (tempfile::TempDir, Kb, PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+        let dir = tmp.path().join("notes");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("a.md"), "# A\n\nalpha\n").unwrap();
+        std::fs::write(dir.join("sub/b.md"), "# B\n\nbeta\n").unwrap();
+        (tmp, kb, dir)
+    }
+
+    fn req(dir: &Path, prefix: Option<&str>, paths: Option<Vec<PathBuf>>) -> SyncRequest {
+        SyncRequest {
+            dir: dir.to_path_buf(),
+            prefix: prefix.map(str::to_string),
+            paths,
+        }
+    }
+
+    fn docids(kb: &Kb) -> Vec<String> {
+        kb.list_documents()
+            .unwrap()
+            .into_iter()
+            .map(|d| d.docid)
+            .collect()
+    }
+
+    #[test]
+    fn a_write_based_on_a_record_that_changed_since_is_not_applied() {
+        let (_tmp, kb, dir) = setup();
+        kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        let rec = kb.sync_record("n/a").unwrap().unwrap();
+        // A scan that saw no record (or an older one) loses against the current record.
+        let op = WriteOp::Sync(SyncOp::File {
+            docid: "n/a".into(),
+            text: "# A\n\nstale\n".into(),
+            record: rec.clone(),
+            expected: None,
+        });
+        let out = kb.write_group(vec![op]).unwrap().pop().unwrap().unwrap();
+        let WriteOutcome::Synced(o) = out else {
+            panic!()
+        };
+        assert_eq!((o.action.as_str(), o.changed), ("stale", false));
+        let op = WriteOp::Sync(SyncOp::Remove {
+            docid: "n/a".into(),
+            expected: "0".repeat(64),
+        });
+        kb.write_group(vec![op]).unwrap();
+        assert_eq!(kb.sync_record("n/a").unwrap(), Some(rec));
+        assert_eq!(docids(&kb), ["n/a", "n/sub/b"]);
+    }
+
+    #[test]
+    fn targeted_syncs_look_at_the_paths_given_and_what_is_below_them() {
+        let (_tmp, kb, dir) = setup();
+        kb.sync(&req(&dir, None, None)).unwrap();
+        std::fs::write(dir.join("a.md"), "# A\n\nchanged\n").unwrap();
+        std::fs::rename(dir.join("sub"), dir.join("moved")).unwrap();
+        // Only `sub` and `moved` are looked at: a.md's change waits for its own event.
+        let r = kb
+            .sync(&req(
+                &dir,
+                None,
+                Some(vec![dir.join("sub"), PathBuf::from("moved")]),
+            ))
+            .unwrap();
+        assert_eq!((r.added, r.removed, r.updated), (1, 1, 0), "{r:?}");
+        assert_eq!(docids(&kb), ["a", "moved/b"]);
+        let r = kb
+            .sync(&req(
+                &dir,
+                None,
+                Some(vec![dir.join("a.md"), PathBuf::from("/elsewhere/x.md")]),
+            ))
+            .unwrap();
+        assert_eq!((r.files, r.updated), (1, 1));
+        // Paths that are all outside the folder look at nothing (and remove nothing).
+        let r = kb
+            .sync(&req(
+                &dir,
+                None,
+                Some(vec![PathBuf::from("/elsewhere/y.md")]),
+            ))
+            .unwrap();
+        assert_eq!((r.files, r.removed, r.transactions), (0, 0, 0));
+        assert_eq!(docids(&kb), ["a", "moved/b"]);
+        // The folder itself: all of it.
+        std::fs::write(dir.join("c.md"), "# C\n").unwrap();
+        let r = kb.sync(&req(&dir, None, Some(vec![dir.clone()]))).unwrap();
+        assert_eq!((r.files, r.added), (3, 1));
+    }
+
+    #[test]
+    fn a_new_prefix_moves_the_folder_s_documents() {
+        let (_tmp, kb, dir) = setup();
+        kb.sync(&req(&dir, Some("old/"), None)).unwrap();
+        let r = kb.sync(&req(&dir, Some("new"), None)).unwrap();
+        assert_eq!(r.added, 2);
+        assert_eq!(docids(&kb), ["new/a", "new/sub/b"]);
+        assert_eq!(kb.sync_roots().unwrap()[0].prefix, "new/");
+        // A targeted sync of a folder synced under another prefix syncs it whole.
+        let r = kb
+            .sync(&req(&dir, Some("other/"), Some(vec![dir.join("a.md")])))
+            .unwrap();
+        assert_eq!(r.added, 2);
+        assert_eq!(docids(&kb), ["other/a", "other/sub/b"]);
+    }
+
+    #[test]
+    fn prefixes_are_normalised_and_checked() {
+        assert_eq!(normalize_prefix(" notes ").unwrap(), "notes/");
+        assert_eq!(normalize_prefix("a/b/").unwrap(), "a/b/");
+        assert_eq!(normalize_prefix("").unwrap(), "");
+        for bad in ["/abs", "a/../b", "a//b", "x\u{1}"] {
+            assert_eq!(
+                normalize_prefix(bad).unwrap_err().field(),
+                Some("prefix"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_database_folder_is_never_synced() {
+        let (tmp, kb, _) = setup();
+        std::fs::write(tmp.path().join("top.md"), "# Top\n").unwrap();
+        std::fs::write(kb.dir().join("inside.md"), "# In\n").unwrap();
+        let r = kb.sync(&req(tmp.path(), Some("t"), None)).unwrap();
+        assert_eq!(
+            docids(&kb),
+            ["t/notes/a", "t/notes/sub/b", "t/top"],
+            "{r:?}"
+        );
+        let e = kb.sync(&req(kb.dir(), None, None)).unwrap_err();
+        assert_eq!(e.field(), Some("dir"));
+    }
+}

@@ -1,0 +1,665 @@
+//! Folder sync on a real folder, driving the real binary and daemon: `kbdb sync`, `kbdb watch`,
+//! `kbdb mcp --watch` with a subscription, write-back of edits and conflicts (docs/sync.md).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::TestDb;
+use serde_json::{Value, json};
+
+/// A folder of notes beside the database.
+fn notes(db: &TestDb) -> PathBuf {
+    let dir = db.tmp.path().join("notes");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn read(dir: &Path, rel: &str) -> String {
+    std::fs::read_to_string(dir.join(rel)).unwrap()
+}
+
+/// Save as editors do: write a temporary file beside the original, rename it over.
+fn editor_save(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    let tmp = p.with_file_name(format!(".{}.swp", p.file_name().unwrap().to_string_lossy()));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
+}
+
+const LOGIN: &str = "---\nstatus: draft  # kept while untouched\npoints: 3\n---\n# Login\n\nUsers sign in with a passkey. See the [guide](../guide.md).\n\n## Notes\n\nold note\n\n## Done\n\nyes\n";
+const GUIDE: &str =
+    "+++\nzeta = 1\nalpha = \"first\"\n+++\n# Guide\n\nThe onboarding guide for quokkas.\n";
+
+fn sync(db: &TestDb, dir: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["sync", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    db.json(&args)
+}
+
+/// Run a kbdb command expecting failure: (exit code, stdout JSON with --format json).
+fn fails(db: &TestDb, args: &[&str]) -> (i32, Value) {
+    let out = db
+        .cmd()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "kbdb {args:?} should fail");
+    (
+        out.status.code().unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
+}
+
+fn docids(db: &TestDb) -> Vec<String> {
+    let mut d: Vec<String> = db
+        .json(&["docs"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["docid"].as_str().unwrap().to_string())
+        .collect();
+    d.sort();
+    d
+}
+
+fn search_total(db: &TestDb, q: &str) -> u64 {
+    db.json(&["search", q])["total"].as_u64().unwrap()
+}
+
+/// Wait (at most 20 s) until `cond` holds; panics with `what` otherwise.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+#[test]
+fn initial_sync_makes_documents_with_metadata_sections_and_references() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(&dir, "stories/login.md", LOGIN);
+    write(&dir, "guide.md", GUIDE);
+    write(&dir, "page.mdx", "# Page\n\nMDX too.\n");
+    write(&dir, ".obsidian/cache.md", "# hidden\n");
+    write(&dir, "build/out.md", "# ignored\n");
+    write(&dir, ".gitignore", "build/\n");
+    write(&dir, "readme.txt", "not markdown");
+    write(&dir, "empty.md", "");
+    std::fs::write(dir.join("latin1.md"), b"# Caf\xe9\n").unwrap();
+
+    let r = sync(&db, &dir, &["--prefix", "kb"]);
+    assert_eq!(r["prefix"], "kb/", "a folder prefix gets its slash");
+    assert_eq!(
+        (r["added"].as_u64(), r["files"].as_u64()),
+        (Some(3), Some(5))
+    );
+    let skipped: Vec<&str> = r["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["empty.md", "latin1.md"], "{r}");
+    assert!(
+        r["skipped"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("UTF-8")
+    );
+    assert_eq!(docids(&db), ["kb/guide", "kb/page", "kb/stories/login"]);
+
+    // Front matter (YAML and TOML) became metadata; headings became sections.
+    let login = db.json(&["retrieve", "--docid", "kb/stories/login"]);
+    assert_eq!(login["metadata"], json!({"status": "draft", "points": 3}));
+    assert_eq!(login["title"], "Login");
+    let headings: Vec<&str> = login["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["heading"].as_str().unwrap())
+        .collect();
+    assert_eq!(headings, ["Login", "Notes", "Done"]);
+    let guide = db.json(&["retrieve", "--docid", "kb/guide"]);
+    assert_eq!(guide["metadata"], json!({"zeta": 1, "alpha": "first"}));
+    assert_eq!(search_total(&db, "quokkas"), 1);
+
+    // The relative link between the files is a reference to the other document.
+    let kbid = login["sections"][0]["kbid"].as_str().unwrap();
+    let recall = db.json(&["recall", kbid, "--depth", "2"]);
+    let refs = recall["references"].as_array().unwrap();
+    assert!(
+        refs.iter()
+            .any(|r| r["target"] == "kbdb://document/kb/guide" && r["resolved"] == true),
+        "{recall}"
+    );
+
+    // The folder is listed with its prefix and files.
+    let list = db.json(&["sync", "--list"]);
+    assert_eq!(list[0]["prefix"], "kb/");
+    assert_eq!(list[0]["files"], 3);
+}
+
+#[test]
+fn resync_of_an_unchanged_tree_writes_nothing_and_changes_are_picked_up() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    for i in 0..30 {
+        write(
+            &dir,
+            &format!("d{}/n{i}.md", i % 3),
+            &format!("# Note {i}\n\nbody {i}\n"),
+        );
+    }
+    let first = sync(&db, &dir, &[]);
+    assert_eq!(first["added"], 30);
+    assert_eq!(first["prefix"], "");
+    let before = db.state();
+    let again = sync(&db, &dir, &[]);
+    assert_eq!(
+        (again["unchanged"].as_u64(), again["transactions"].as_u64()),
+        (Some(30), Some(0)),
+        "{again}"
+    );
+    assert_eq!(again["changes"], json!([]));
+    assert_eq!(db.state(), before, "nothing was written");
+
+    // Same content, new times (a touch): the record is refreshed, no document changes.
+    let p = dir.join("d0/n0.md");
+    let f = std::fs::File::options().write(true).open(&p).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let touched = sync(&db, &dir, &[]);
+    assert_eq!(
+        (touched["touched"].as_u64(), touched["updated"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(db.state(), before, "no document changed");
+    assert_eq!(sync(&db, &dir, &[])["transactions"], 0);
+
+    // An edited file updates its document, a removed one removes it, a new one is added.
+    write(&dir, "d1/n1.md", "# Note 1\n\nbody one with wombats\n");
+    std::fs::remove_file(dir.join("d2/n2.md")).unwrap();
+    write(&dir, "d2/new.md", "# New\n");
+    let r = sync(&db, &dir, &[]);
+    assert_eq!(
+        (
+            r["added"].as_u64(),
+            r["updated"].as_u64(),
+            r["removed"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1)),
+        "{r}"
+    );
+    assert_eq!(r["transactions"], 1, "one batch, one transaction");
+    assert_eq!(search_total(&db, "wombats"), 1);
+    let (code, _) = fails(&db, &["retrieve", "--docid", "d2/n2"]);
+    assert_eq!(code, 4, "the removed file's document is gone");
+
+    // A file that becomes ignored leaves; the prefix is remembered when not given.
+    write(&dir, ".gitignore", "d0/\n");
+    let r = sync(&db, &dir, &[]);
+    assert_eq!(r["removed"], 10);
+    assert_eq!(docids(&db).len(), 20);
+}
+
+#[test]
+fn bad_input_names_the_field_and_changes_nothing() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(&dir, "a.md", "# A\n");
+    let before = db.state();
+    let missing = db.tmp.path().join("nope");
+    let (code, e) = fails(&db, &["sync", missing.to_str().unwrap()]);
+    assert_eq!((code, e["error"]["field"].as_str()), (3, Some("dir")));
+    let (code, e) = fails(&db, &["sync", dir.to_str().unwrap(), "--prefix", "../up"]);
+    assert_eq!(
+        (code, e["error"]["field"].as_str()),
+        (3, Some("prefix")),
+        "{e}"
+    );
+    assert_eq!(db.state(), before);
+
+    // Two folders may not share docids: their prefixes must not overlap.
+    sync(&db, &dir, &["--prefix", "notes/"]);
+    let other = db.tmp.path().join("other");
+    write(&other, "b.md", "# B\n");
+    let (code, e) = fails(
+        &db,
+        &["sync", other.to_str().unwrap(), "--prefix", "notes/sub"],
+    );
+    assert_eq!(code, 3);
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("overlaps"),
+        "{e}"
+    );
+    sync(&db, &other, &["--prefix", "other/"]);
+    assert_eq!(docids(&db), ["notes/a", "other/b"]);
+
+    // Forgetting a folder keeps its documents, no longer tied to files.
+    let f = db.json(&["sync", other.to_str().unwrap(), "--forget"]);
+    assert_eq!(
+        (f["forgotten"].as_bool(), f["files"].as_u64()),
+        (Some(true), Some(1))
+    );
+    assert_eq!(docids(&db), ["notes/a", "other/b"]);
+    assert_eq!(db.json(&["sync", "--list"]).as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn edits_through_kbdb_rewrite_the_files_byte_for_byte() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(&dir, "stories/login.md", LOGIN);
+    write(&dir, "guide.md", GUIDE);
+    sync(&db, &dir, &["--prefix", "kb/"]);
+
+    // A section edit changes that section only: the front matter stays as written.
+    let r = db.json(&[
+        "doc",
+        "section",
+        "kb/stories/login",
+        "Notes",
+        "--action",
+        "replace",
+        "--content",
+        "new note",
+    ]);
+    assert_eq!(r["file"], dir.join("stories/login.md").to_str().unwrap());
+    assert_eq!(
+        read(&dir, "stories/login.md"),
+        "---\nstatus: draft  # kept while untouched\npoints: 3\n---\n# Login\n\nUsers sign in with a passkey. See the [guide](../guide.md).\n\n## Notes\n\nnew note\n\n## Done\n\nyes\n"
+    );
+    // A metadata change: the front matter in its syntax, keys in their order, new ones last.
+    db.json(&[
+        "doc",
+        "update",
+        "kb/stories/login",
+        "--meta",
+        r#"{"status": "done", "owner": "ann"}"#,
+    ]);
+    assert_eq!(
+        read(&dir, "stories/login.md"),
+        "---\nstatus: done\npoints: 3\nowner: ann\n---\n# Login\n\nUsers sign in with a passkey. See the [guide](../guide.md).\n\n## Notes\n\nnew note\n\n## Done\n\nyes\n"
+    );
+    db.json(&[
+        "doc",
+        "update",
+        "kb/guide",
+        "--meta",
+        r#"{"alpha": "second"}"#,
+    ]);
+    assert_eq!(
+        read(&dir, "guide.md"),
+        "+++\nzeta = 1\nalpha = \"second\"\n+++\n# Guide\n\nThe onboarding guide for quokkas.\n"
+    );
+    let login = db.json(&["retrieve", "--docid", "kb/stories/login"]);
+    assert_eq!(
+        login["metadata"],
+        json!({"status": "done", "points": 3, "owner": "ann"})
+    );
+
+    // A new document under the synced prefix becomes a new file.
+    db.json(&[
+        "doc",
+        "create",
+        "--model",
+        "Base",
+        "--title",
+        "Release plan",
+        "--docid",
+        "kb/plans/release",
+        "--content",
+        "Ship on Friday.",
+        "--meta",
+        r#"{"owner": "bo"}"#,
+    ]);
+    assert_eq!(
+        read(&dir, "plans/release.md"),
+        "---\nowner: bo\n---\n# Release plan\n\nShip on Friday.\n"
+    );
+    // Deleting a document deletes its file.
+    db.json(&["doc", "delete", "kb/guide"]);
+    assert!(!dir.join("guide.md").exists());
+
+    // The files and the records agree: a sync finds nothing to do.
+    let r = sync(&db, &dir, &[]);
+    assert_eq!(
+        (r["files"].as_u64(), r["transactions"].as_u64()),
+        (Some(2), Some(0)),
+        "{r}"
+    );
+    // No temporary file was left behind.
+    let mut names: Vec<String> = walk(&dir);
+    names.sort();
+    assert_eq!(names, ["plans/release.md", "stories/login.md"]);
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            for s in walk(&p) {
+                out.push(format!("{}/{s}", e.file_name().to_string_lossy()));
+            }
+        } else {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_conflicting_edit_is_refused_and_nothing_is_lost() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(&dir, "login.md", LOGIN);
+    sync(&db, &dir, &["--prefix", "kb/"]);
+    let before = db.json(&["retrieve", "--docid", "kb/login"]);
+
+    // Someone edits the file in an editor; kbdb has not read it since.
+    let theirs = LOGIN.replace("old note", "their note");
+    write(&dir, "login.md", &theirs);
+    let (code, e) = fails(
+        &db,
+        &[
+            "doc",
+            "section",
+            "kb/login",
+            "Notes",
+            "--action",
+            "replace",
+            "--content",
+            "my note",
+        ],
+    );
+    assert_eq!(
+        (code, e["error"]["code"].as_str()),
+        (8, Some("conflict")),
+        "{e}"
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed on disk"),
+        "{e}"
+    );
+    assert_eq!(read(&dir, "login.md"), theirs, "their file is untouched");
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "kb/login"])["kbids"],
+        before["kbids"],
+        "the document is untouched"
+    );
+    // Every edit is refused while the file differs from what kbdb read.
+    let (code, _) = fails(&db, &["doc", "update", "kb/login", "--meta", r#"{"x": 1}"#]);
+    assert_eq!(code, 8);
+
+    // After a sync takes in their version, the edit goes through on top of it.
+    sync(&db, &dir, &[]);
+    db.json(&[
+        "doc",
+        "section",
+        "kb/login",
+        "Done",
+        "--action",
+        "append",
+        "--content",
+        "- reviewed",
+    ]);
+    let now = read(&dir, "login.md");
+    assert!(
+        now.contains("their note") && now.ends_with("yes\n\n- reviewed\n"),
+        "{now}"
+    );
+
+    // Creating a document where an unsynced file already is: refused, the file kept.
+    write(&dir, "draft.md", "# Draft\n\nmine\n");
+    let (code, e) = fails(
+        &db,
+        &[
+            "doc", "create", "--model", "Base", "--title", "Draft", "--docid", "kb/draft",
+        ],
+    );
+    assert_eq!(code, 8, "{e}");
+    assert_eq!(read(&dir, "draft.md"), "# Draft\n\nmine\n");
+}
+
+/// A child process whose stdout lines are read on a thread.
+struct Lines {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    rx: mpsc::Receiver<String>,
+}
+
+impl Lines {
+    fn spawn(db: &TestDb, args: &[&str]) -> Lines {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+            .env("KBDB_RUNTIME_DIR", db.runtime_dir())
+            .env("KBDB_DAEMON_IDLE_SECS", "5")
+            .env_remove("KBDB_EMBEDDED")
+            .env_remove("KBDB_DIR")
+            .args(["--db", db.dir.to_str().unwrap()])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Lines {
+            stdin: child.stdin.take(),
+            child,
+            rx,
+        }
+    }
+
+    fn next_json(&self) -> Value {
+        let line = self
+            .rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line within 30 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The next JSON line that satisfies `pred` (within 30 s).
+    fn wait_json(&self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let v = self.next_json();
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn send(&mut self, v: &Value) {
+        let s = self.stdin.as_mut().unwrap();
+        writeln!(s, "{v}").unwrap();
+        s.flush().unwrap();
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn has_change(report: &Value, action: &str, docid: &str) -> bool {
+    report["changes"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["action"] == action && c["docid"] == docid)
+    })
+}
+
+#[test]
+fn watch_reflects_edits_renames_and_deletes_in_the_folder() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(&dir, "a.md", "# Alpha\n\nfirst version\n");
+    write(&dir, "b.md", "# Beta\n\nbeta text\n");
+    let w = Lines::spawn(
+        &db,
+        &[
+            "watch",
+            dir.to_str().unwrap(),
+            "--prefix",
+            "n/",
+            "--format",
+            "json",
+        ],
+    );
+    let first = w.next_json();
+    assert_eq!(first["added"], 2, "{first}");
+
+    // An editor saves a new version: the document follows, searchable.
+    editor_save(&dir, "a.md", "# Alpha\n\nsecond version with platypus\n");
+    w.wait_json(|r| has_change(r, "updated", "n/a"));
+    assert_eq!(search_total(&db, "platypus"), 1);
+
+    // A rename: the old docid goes, the new one comes, in one sync.
+    std::fs::rename(dir.join("b.md"), dir.join("c.md")).unwrap();
+    let r = w.wait_json(|r| has_change(r, "added", "n/c"));
+    assert!(has_change(&r, "removed", "n/b"), "{r}");
+    assert_eq!(docids(&db), ["n/a", "n/c"]);
+
+    // A new folder with files, then a deletion.
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    write(&dir, "sub/d.md", "# Delta\n\nin a new folder\n");
+    eventually("sub/d.md synced", || {
+        docids(&db).contains(&"n/sub/d".to_string())
+    });
+    std::fs::remove_file(dir.join("a.md")).unwrap();
+    w.wait_json(|r| has_change(r, "removed", "n/a"));
+    assert_eq!(docids(&db), ["n/c", "n/sub/d"]);
+    // Its sections are collectable (docs/collections.md: deleted documents leave them to gc).
+    db.json(&["gc"]);
+    assert_eq!(search_total(&db, "platypus"), 0);
+
+    // Moving a folder away removes its documents; an edit through kbdb does not echo back.
+    std::fs::rename(dir.join("sub"), db.tmp.path().join("elsewhere")).unwrap();
+    w.wait_json(|r| has_change(r, "removed", "n/sub/d"));
+    db.json(&[
+        "doc",
+        "section",
+        "n/c",
+        "Beta",
+        "--action",
+        "append",
+        "--content",
+        "appended",
+    ]);
+    assert!(read(&dir, "c.md").ends_with("beta text\n\nappended\n"));
+    assert_eq!(sync(&db, &dir, &[])["transactions"], 0);
+}
+
+#[test]
+fn an_mcp_subscription_fires_on_an_editor_save() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    write(
+        &dir,
+        "plan.md",
+        "---\nstatus: draft\n---\n# Plan\n\nfirst draft\n",
+    );
+    sync(&db, &dir, &["--prefix", "notes/"]);
+
+    let mut m = Lines::spawn(&db, &["mcp", "--watch", dir.to_str().unwrap()]);
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "kbdb-test", "version": "1"}}}),
+    );
+    let init = m.wait_json(|v| v["id"] == 1);
+    assert_eq!(
+        init["result"]["capabilities"]["resources"]["subscribe"],
+        true
+    );
+    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                   "params": {"uri": "kbdb://document/notes/plan"}}),
+    );
+    m.wait_json(|v| v["id"] == 2);
+
+    editor_save(
+        &dir,
+        "plan.md",
+        "---\nstatus: ready\n---\n# Plan\n\nfinal draft with echidnas\n",
+    );
+    let n = m.wait_json(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/notes/plan");
+
+    m.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                   "params": {"name": "search", "arguments": {"query": "echidnas"}}}));
+    let r = m.wait_json(|v| v["id"] == 3);
+    let found: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(found["total"], 1, "{found}");
+    let doc = db.json(&["retrieve", "--docid", "notes/plan"]);
+    assert_eq!(doc["metadata"]["status"], "ready");
+
+    // An agent's edit lands in the file.
+    m.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                   "params": {"name": "update_document", "arguments": {"pathId": "notes/plan", "meta": {"status": "done"}}}}));
+    let r = m.wait_json(|v| v["id"] == 4);
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert_eq!(
+        read(&dir, "plan.md"),
+        "---\nstatus: done\n---\n# Plan\n\nfinal draft with echidnas\n"
+    );
+}
+
+#[test]
+fn documents_are_never_written_through_a_symbolic_link() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    let outside = db.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    write(&outside, "secret.md", "# Secret\n");
+    std::os::unix::fs::symlink(&outside, dir.join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.md"), dir.join("alias.md")).unwrap();
+    write(&dir, "a.md", "# A\n");
+    let r = sync(&db, &dir, &["--prefix", "n/"]);
+    assert_eq!(docids(&db), ["n/a"], "links are not followed: {r}");
+    assert_eq!(r["skipped"][0]["path"], "alias.md");
+    let (code, e) = fails(
+        &db,
+        &[
+            "doc", "create", "--model", "Base", "--title", "X", "--docid", "n/link/x",
+        ],
+    );
+    assert_eq!(
+        (code, e["error"]["field"].as_str()),
+        (3, Some("docid")),
+        "{e}"
+    );
+    assert!(!outside.join("x.md").exists());
+}
