@@ -449,6 +449,24 @@ fn sigterm_stops_the_daemon_gracefully_and_embedded_mode_is_refused_while_it_run
     let out = db.cmd().args(["--embedded", "status"]).output().unwrap();
     assert_eq!(out.status.code(), Some(5));
     assert!(String::from_utf8_lossy(&out.stderr).contains("kbdb daemon stop"));
+    // The environment variable asks for the same, in the spellings scripts use.
+    for value in ["1", "true"] {
+        let out = db
+            .cmd()
+            .env("KBDB_EMBEDDED", value)
+            .arg("status")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(5), "KBDB_EMBEDDED={value}");
+    }
+    // 0 means through the daemon, as without it.
+    let out = db
+        .cmd()
+        .env("KBDB_EMBEDDED", "0")
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "KBDB_EMBEDDED=0");
 
     let pid = daemon_pid(&db).unwrap();
     // SAFETY: SIGTERM to the daemon this test started.

@@ -43,8 +43,15 @@ pub struct Cli {
     pub format: Format,
 
     /// Open the database in this process instead of through its daemon (for scripts that
-    /// want no background process; fails while a daemon holds the database)
-    #[arg(long, global = true, env = "KBDB_EMBEDDED")]
+    /// want no background process; fails while a daemon holds the database). KBDB_EMBEDDED=1
+    /// (or true/yes/on) does the same; 0, false, no, off or empty do not
+    #[arg(
+        long,
+        global = true,
+        env = "KBDB_EMBEDDED",
+        action = clap::ArgAction::SetTrue,
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
     pub embedded: bool,
 
     #[command(subcommand)]
