@@ -7,7 +7,7 @@ use redb::ReadableDatabase;
 use serde_json::{Map, Value, json};
 
 use super::edit::{DocEdit, EditResult};
-use super::index::DocIndex;
+use super::index::{DocEntry, DocIndex};
 use super::model::{self, DocInput, DocSection, ModelSet, Validation};
 use super::query::{self, QueryOutcome, QuerySpec};
 use crate::Kb;
@@ -197,26 +197,32 @@ impl Kb {
         let (guard, models) = self.doc_index()?;
         known_model(&models, spec.model.as_deref())?;
         let ix = guard.as_ref().expect("loaded above");
-        let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
+        let outcome = query::run_of_model(ix.of_model(spec.model.as_deref()), &spec);
         let select = input.get("select").cloned().unwrap_or(Value::Null);
-        let lean = |v: &Value| -> Result<Value> { self.shape_result(v, &select, &models, ix) };
+        // Only the returned page becomes JSON.
+        let lean = |e: &DocEntry| -> Result<Value> { self.shape_result(e, &select, &models, ix) };
+        // The results are moved in after `json!`, which would serialise them into a copy.
         Ok(match outcome {
             QueryOutcome::Count(n) => json!({ "count": n }),
             QueryOutcome::Docs {
                 docs,
                 total_matched,
             } => match spec.method {
-                query::Method::First | query::Method::Last => json!({
-                    "result": docs.first().map(|v| lean(v)).transpose()?,
-                    "total": total_matched,
-                }),
-                _ => json!({
-                    "has_more": spec.offset + docs.len() < total_matched,
-                    "results": docs.iter().map(|v| lean(v)).collect::<Result<Vec<_>>>()?,
-                    "total": total_matched,
-                    "offset": spec.offset,
-                    "limit": spec.limit,
-                }),
+                query::Method::First | query::Method::Last => {
+                    let mut out = json!({ "total": total_matched });
+                    out["result"] = docs.first().map(|e| lean(e)).transpose()?.into();
+                    out
+                }
+                _ => {
+                    let mut out = json!({
+                        "has_more": spec.offset + docs.len() < total_matched,
+                        "total": total_matched,
+                        "offset": spec.offset,
+                        "limit": spec.limit,
+                    });
+                    out["results"] = docs.iter().map(|e| lean(e)).collect::<Result<_>>()?;
+                    out
+                }
             },
         })
     }
@@ -224,12 +230,12 @@ impl Kb {
     /// A query result: `{id, title, model, meta}`, plus `sections` and `related` when selected.
     fn shape_result(
         &self,
-        view: &Value,
+        entry: &DocEntry,
         select: &Value,
         models: &ModelSet,
         ix: &DocIndex,
     ) -> Result<Value> {
-        let mut out = view.clone();
+        let mut out = entry.view();
         let wanted = |key: &str| -> Vec<String> {
             select
                 .get(key)
@@ -245,7 +251,7 @@ impl Kb {
         if sections.is_empty() && related.is_empty() {
             return Ok(out);
         }
-        let docid = view["id"].as_str().unwrap_or_default();
+        let docid = entry.id_str();
         let doc = self.read_stored_doc(docid)?;
         if !sections.is_empty() {
             let mut m = Map::new();
@@ -279,7 +285,7 @@ impl Kb {
                     .items
                     .iter()
                     .map(|i| match ix.docs.get(&i.docid) {
-                        Some(e) => e.view.clone(),
+                        Some(e) => e.view(),
                         None => json!({ "id": i.docid, "exists": false }),
                     })
                     .collect();
@@ -302,7 +308,7 @@ impl Kb {
                 Some(m) => ix
                     .docs
                     .iter()
-                    .filter(|(_, e)| e.view["model"].as_str() == Some(m.name.as_str()))
+                    .filter(|(_, e)| e.model_name() == m.name)
                     .map(|(k, _)| k.clone())
                     .collect(),
                 None => {
@@ -430,13 +436,9 @@ impl Kb {
             .iter()
             .filter(|(id, e)| {
                 prefix.is_none_or(|p| id.starts_with(p))
-                    && model.is_none_or(|m| {
-                        e.view["model"]
-                            .as_str()
-                            .is_some_and(|x| x.eq_ignore_ascii_case(m))
-                    })
+                    && model.is_none_or(|m| e.model_name().eq_ignore_ascii_case(m))
             })
-            .map(|(id, e)| json!({"id": id, "title": e.title, "model": e.view["model"]}))
+            .map(|(id, e)| json!({"id": id, "title": e.title, "model": e.model}))
             .collect();
         Ok(json!({ "count": docs.len(), "documents": docs }))
     }
@@ -445,12 +447,7 @@ impl Kb {
     pub fn inspect(&self) -> Result<Value> {
         let (guard, models) = self.doc_index()?;
         let ix = guard.as_ref().expect("loaded above");
-        let count = |name: &str| {
-            ix.docs
-                .values()
-                .filter(|e| e.view["model"].as_str() == Some(name))
-                .count()
-        };
+        let count = |name: &str| ix.docs.values().filter(|e| e.model_name() == name).count();
         let list: Vec<Value> = models
             .all()
             .map(|m| {
@@ -478,12 +475,7 @@ impl Kb {
     pub fn schema(&self) -> Result<Value> {
         let (guard, models) = self.doc_index()?;
         let ix = guard.as_ref().expect("loaded above");
-        let count = |name: &str| {
-            ix.docs
-                .values()
-                .filter(|e| e.view["model"].as_str() == Some(name))
-                .count()
-        };
+        let count = |name: &str| ix.docs.values().filter(|e| e.model_name() == name).count();
         let mut v = model::schema_json(&models, &count);
         v["name"] = json!(
             self.dir
@@ -512,7 +504,7 @@ impl Kb {
         let example = guard.as_ref().and_then(|ix| {
             ix.docs
                 .iter()
-                .find(|(_, e)| e.view["model"].as_str() == Some(m.name.as_str()))
+                .find(|(_, e)| e.model_name() == m.name)
                 .map(|(id, _)| id.clone())
         });
         drop(guard);
@@ -529,10 +521,10 @@ impl Kb {
         let ix = guard.as_ref().expect("loaded above");
         let mut out = String::from("# Table of contents\n");
         for m in models.all() {
-            let docs: Vec<(&String, &super::index::DocEntry)> = ix
+            let docs: Vec<(&String, &DocEntry)> = ix
                 .docs
                 .iter()
-                .filter(|(_, e)| e.view["model"].as_str() == Some(m.name.as_str()))
+                .filter(|(_, e)| e.model_name() == m.name)
                 .collect();
             if docs.is_empty() {
                 continue;
@@ -541,7 +533,7 @@ impl Kb {
             for (id, e) in docs {
                 out.push_str(&format!(
                     "- [{}](kbdb://document/{id}) `{id}`\n",
-                    e.title.as_deref().unwrap_or(id)
+                    e.title_str().unwrap_or(id)
                 ));
             }
         }
@@ -654,13 +646,7 @@ impl Kb {
             .expect("loaded above")
             .docs
             .iter()
-            .filter(|(_, e)| {
-                model.is_none_or(|m| {
-                    e.view["model"]
-                        .as_str()
-                        .is_some_and(|x| x.eq_ignore_ascii_case(m))
-                })
-            })
+            .filter(|(_, e)| model.is_none_or(|m| e.model_name().eq_ignore_ascii_case(m)))
             .map(|(id, _)| id.clone())
             .collect();
         drop(guard);
@@ -773,12 +759,12 @@ impl Kb {
         let (guard, models) = self.doc_index()?;
         known_model(&models, spec.model.as_deref())?;
         let ix = guard.as_ref().expect("loaded above");
-        let outcome = query::run(of_model(ix, spec.model.as_deref()), &spec);
+        let outcome = query::run_of_model(ix.of_model(spec.model.as_deref()), &spec);
         Ok(Some(
             outcome
                 .docs()
                 .iter()
-                .filter_map(|v| v["id"].as_str().map(str::to_string))
+                .map(|e| e.id_str().to_string())
                 .collect(),
         ))
     }
@@ -831,15 +817,6 @@ model, `query` to find documents by metadata, `search_content`/`text_search` for
 `create_document` to add one (scaffolded from its model), `update_section` for surgical edits, \
 `update_document` for metadata, and `validate` after every change. Validation reports problems; \
 it never refuses a change.";
-
-/// The views of one model's documents (all without a model), skipping the others without
-/// touching their views.
-fn of_model<'a>(ix: &'a DocIndex, model: Option<&'a str>) -> impl Iterator<Item = &'a Value> {
-    ix.docs
-        .values()
-        .filter(move |e| model.is_none_or(|m| e.model.eq_ignore_ascii_case(m)))
-        .map(|e| &e.view)
-}
 
 /// An error naming the models when `model` (if given) is not one of them.
 fn known_model(models: &ModelSet, model: Option<&str>) -> Result<()> {

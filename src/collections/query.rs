@@ -2,7 +2,8 @@
 //!
 //! A view is a JSON object `{"id": docid, "title": string|null, "model": "Story", "meta": {…}}`
 //! where `meta` holds the document's front matter. This module is pure: it never touches the
-//! store; callers build the views (in docid order) and hand them to [`run`].
+//! store; callers hand documents (in docid order) to [`run`], as JSON views or as anything else
+//! that answers the same questions ([`Doc`]; the document index's entries do).
 //!
 //! # Query input
 //!
@@ -193,17 +194,6 @@ enum Root {
     Meta,
 }
 
-impl Root {
-    fn key(self) -> &'static str {
-        match self {
-            Root::Id => "id",
-            Root::Title => "title",
-            Root::Model => "model",
-            Root::Meta => "meta",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Segment {
     key: String,
@@ -239,11 +229,7 @@ impl FieldPath {
             .into_iter()
             .map(|s| Segment {
                 key: s.to_string(),
-                index: if s.bytes().all(|b| b.is_ascii_digit()) {
-                    s.parse().ok()
-                } else {
-                    None
-                },
+                index: segment_index(s),
             })
             .collect();
         Ok(FieldPath {
@@ -255,19 +241,24 @@ impl FieldPath {
 
     /// The value at this path, `None` when missing (absent or `null`).
     #[inline]
-    fn resolve<'v>(&self, view: &'v Value) -> Option<&'v Value> {
-        self.resolve_in(view, field(view, "meta"))
+    fn resolve<'v, D: Doc + ?Sized>(&self, doc: &'v D) -> Option<&'v Value> {
+        self.resolve_in(doc, doc.meta())
     }
 
-    /// [`resolve`](Self::resolve) with the view's `meta` already looked up (shared by all the
-    /// conditions evaluated on one view).
+    /// [`resolve`](Self::resolve) with the document's metadata already found (shared by all
+    /// the conditions evaluated on one document).
     #[inline]
-    fn resolve_in<'v>(&self, view: &'v Value, meta: Option<&'v Value>) -> Option<&'v Value> {
-        let mut cur = match self.root {
-            Root::Meta => meta?,
-            root => field(view, root.key())?,
+    fn resolve_in<'v, D: Doc + ?Sized>(&self, doc: &'v D, meta: D::Meta<'v>) -> Option<&'v Value> {
+        let (mut cur, rest) = match self.root {
+            Root::Meta => match self.segments.split_first() {
+                Some((first, rest)) => (D::meta_field(meta, &first.key)?, rest),
+                None => (D::meta_value(meta)?, &[][..]),
+            },
+            Root::Id => (doc.id()?, &self.segments[..]),
+            Root::Title => (doc.title()?, &self.segments[..]),
+            Root::Model => (doc.model()?, &self.segments[..]),
         };
-        for seg in &self.segments {
+        for seg in rest {
             cur = match cur {
                 Value::Object(map) => lookup(map, &seg.key)?,
                 Value::Array(items) => items.get(seg.index?)?,
@@ -275,6 +266,79 @@ impl FieldPath {
             };
         }
         if cur.is_null() { None } else { Some(cur) }
+    }
+}
+
+/// What queries read of a document: the view's own fields and its metadata. Implemented by
+/// JSON views `{id, title, model, meta}` and by the document index's entries, which keep no
+/// JSON view (scanning thousands of them must not chase a map per field).
+pub trait Doc {
+    /// Where metadata fields are looked up, found once per document and shared by all the
+    /// conditions tested on it (a view's `meta` value; an index entry itself).
+    type Meta<'a>: Copy
+    where
+        Self: 'a;
+
+    /// The view's `id`.
+    fn id(&self) -> Option<&Value>;
+    /// The view's `title`.
+    fn title(&self) -> Option<&Value>;
+    /// The view's `model`.
+    fn model(&self) -> Option<&Value>;
+    /// The metadata, for [`meta_field`](Self::meta_field) and
+    /// [`meta_value`](Self::meta_value).
+    fn meta(&self) -> Self::Meta<'_>;
+    /// One top-level metadata field (`meta.<key>`); a whole-number key also indexes a metadata
+    /// array.
+    fn meta_field<'a>(meta: Self::Meta<'a>, key: &str) -> Option<&'a Value>;
+    /// The whole metadata (the path `meta` alone, rarely asked for).
+    fn meta_value<'a>(meta: Self::Meta<'a>) -> Option<&'a Value>;
+}
+
+impl Doc for Value {
+    type Meta<'a> = Option<&'a Value>;
+
+    #[inline]
+    fn id(&self) -> Option<&Value> {
+        field(self, "id")
+    }
+
+    #[inline]
+    fn title(&self) -> Option<&Value> {
+        field(self, "title")
+    }
+
+    #[inline]
+    fn model(&self) -> Option<&Value> {
+        field(self, "model")
+    }
+
+    #[inline]
+    fn meta(&self) -> Option<&Value> {
+        field(self, "meta")
+    }
+
+    #[inline]
+    fn meta_field<'a>(meta: Self::Meta<'a>, key: &str) -> Option<&'a Value> {
+        match meta? {
+            Value::Object(map) => lookup(map, key),
+            Value::Array(items) => items.get(segment_index(key)?),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn meta_value<'a>(meta: Self::Meta<'a>) -> Option<&'a Value> {
+        meta
+    }
+}
+
+/// A path segment as an array index: a whole number.
+fn segment_index(s: &str) -> Option<usize> {
+    if s.bytes().all(|b| b.is_ascii_digit()) {
+        s.parse().ok()
+    } else {
+        None
     }
 }
 
@@ -402,10 +466,10 @@ impl Condition {
         &self.value
     }
 
-    /// Whether `view` satisfies this condition.
+    /// Whether `doc` satisfies this condition.
     #[inline]
-    pub fn matches(&self, view: &Value) -> bool {
-        self.eval(self.path.resolve(view))
+    pub fn matches<D: Doc + ?Sized>(&self, doc: &D) -> bool {
+        self.eval(self.path.resolve(doc))
     }
 
     /// The test on the resolved field (`None` = missing).
@@ -596,20 +660,20 @@ impl QuerySpec {
     }
 }
 
-/// The result of [`run`].
+/// The result of [`run`]: references to the documents given (JSON views by default).
 #[derive(Debug, Clone, PartialEq)]
-pub enum QueryOutcome<'a> {
+pub enum QueryOutcome<'a, D: ?Sized = Value> {
     /// `method: count`: the number of matching views.
     Count(usize),
     /// The selected views, in order (0 or 1 for `first`/`last`), and how many matched before
     /// `offset`/`limit`.
     Docs {
-        docs: Vec<&'a Value>,
+        docs: Vec<&'a D>,
         total_matched: usize,
     },
 }
 
-impl<'a> QueryOutcome<'a> {
+impl<'a, D: ?Sized> QueryOutcome<'a, D> {
     /// How many views matched the model and conditions (before paging).
     pub fn total_matched(&self) -> usize {
         match self {
@@ -619,7 +683,7 @@ impl<'a> QueryOutcome<'a> {
     }
 
     /// The selected views (empty for `Count`).
-    pub fn docs(&self) -> &[&'a Value] {
+    pub fn docs(&self) -> &[&'a D] {
         match self {
             QueryOutcome::Count(_) => &[],
             QueryOutcome::Docs { docs, .. } => docs,
@@ -627,54 +691,102 @@ impl<'a> QueryOutcome<'a> {
     }
 }
 
-/// Whether `view` satisfies every condition (AND; an empty list matches everything).
+/// Whether `doc` satisfies every condition (AND; an empty list matches everything).
 #[inline]
-pub fn matches(view: &Value, conds: &[Condition]) -> bool {
-    let meta = field(view, "meta");
-    conds.iter().all(|c| c.eval(c.path.resolve_in(view, meta)))
+pub fn matches<D: Doc + ?Sized>(doc: &D, conds: &[Condition]) -> bool {
+    let meta = doc.meta();
+    conds.iter().all(|c| c.eval(c.path.resolve_in(doc, meta)))
 }
 
 /// Runs a query over views given in docid order: model filter, conditions, sort, paging,
 /// method.
-pub fn run<'a>(views: impl IntoIterator<Item = &'a Value>, spec: &QuerySpec) -> QueryOutcome<'a> {
+pub fn run<'a, D: Doc + ?Sized>(
+    docs: impl IntoIterator<Item = &'a D>,
+    spec: &QuerySpec,
+) -> QueryOutcome<'a, D> {
     let model = spec.model.as_deref();
-    let passes = |v: &&'a Value| {
+    // One test per document (model, then conditions): a second filter stage costs a call per
+    // document.
+    let passes = |d: &&'a D| {
         model.is_none_or(|m| {
-            field(v, "model")
+            d.model()
                 .and_then(Value::as_str)
-                .is_some_and(|vm| eq_ignore_case(vm, m))
-        }) && matches(v, &spec.conditions)
+                .is_some_and(|dm| eq_ignore_case(dm, m))
+        }) && matches(*d, &spec.conditions)
     };
-    let iter = views.into_iter().filter(passes);
+    order_and_page(docs.into_iter().filter(passes), spec)
+}
+
+/// [`run`] over documents already filtered by `spec.model` (the document index does it by
+/// comparing model numbers): conditions, sort, paging, method.
+pub fn run_of_model<'a, D: Doc + ?Sized>(
+    docs: impl IntoIterator<Item = &'a D>,
+    spec: &QuerySpec,
+) -> QueryOutcome<'a, D> {
+    order_and_page(
+        docs.into_iter().filter(|d| matches(*d, &spec.conditions)),
+        spec,
+    )
+}
+
+/// Sort, paging and method over the matches.
+fn order_and_page<'a, D: Doc + ?Sized>(
+    iter: impl Iterator<Item = &'a D>,
+    spec: &QuerySpec,
+) -> QueryOutcome<'a, D> {
     if spec.method == Method::Count {
         return QueryOutcome::Count(iter.count());
     }
-    let mut matched: Vec<&'a Value> = iter.collect();
-    let total = matched.len();
-    if !spec.sort.is_empty() && total > 1 {
-        matched = sorted(matched, &spec.sort);
-    }
-    let start = spec.offset.min(total);
-    let end = spec
-        .limit
-        .map_or(total, |l| start.saturating_add(l).min(total));
-    let page = &matched[start..end];
-    let docs = match spec.method {
-        Method::First => page.first().copied().into_iter().collect(),
-        Method::Last => page.last().copied().into_iter().collect(),
-        _ => {
-            matched.truncate(end);
-            matched.drain(..start);
-            matched
-        }
+    // The page of `total` matches.
+    let page = |total: usize| {
+        let start = spec.offset.min(total);
+        let end = spec
+            .limit
+            .map_or(total, |l| start.saturating_add(l).min(total));
+        start..end
     };
+    let (mut docs, total) = if spec.sort.is_empty() {
+        // Input order: keep only the page and count the rest (no list of every match).
+        let wanted = page(usize::MAX);
+        let mut docs = Vec::new();
+        let mut total = 0;
+        for d in iter {
+            if wanted.contains(&total) {
+                docs.push(d);
+            }
+            total += 1;
+        }
+        (docs, total)
+    } else {
+        let mut matched = Vec::with_capacity(iter.size_hint().1.unwrap_or(0));
+        matched.extend(iter);
+        let total = matched.len();
+        let page = page(total);
+        if total > 1 {
+            matched = sorted(matched, &spec.sort, page.end);
+        }
+        matched.truncate(page.end);
+        matched.drain(..page.start);
+        (matched, total)
+    };
+    match spec.method {
+        Method::First => docs.truncate(1),
+        Method::Last => {
+            let last = docs.pop();
+            docs = last.into_iter().collect();
+        }
+        _ => {}
+    }
     QueryOutcome::Docs {
         docs,
         total_matched: total,
     }
 }
 
-fn sorted<'a>(matched: Vec<&'a Value>, keys: &[SortKey]) -> Vec<&'a Value> {
+/// The first `end` of `matched` in sort order (stable: ties keep the input order). Only what
+/// the page needs is ordered: a page of 20 out of thousands of matches is selected in linear
+/// time, then sorted.
+fn sorted<'a, D: Doc + ?Sized>(matched: Vec<&'a D>, keys: &[SortKey], end: usize) -> Vec<&'a D> {
     let Some((first, rest)) = keys.split_first() else {
         return matched;
     };
@@ -682,23 +794,39 @@ fn sorted<'a>(matched: Vec<&'a Value>, keys: &[SortKey]) -> Vec<&'a Value> {
     let mut entries: Vec<(SortVal<'a>, usize)> = matched
         .iter()
         .enumerate()
-        .map(|(i, v)| (SortVal::of(first.path.resolve(v)), i))
+        .map(|(i, v)| (SortVal::of(first.path.resolve(*v)), i))
         .collect();
     let others: Vec<SortVal<'a>> = matched
         .iter()
-        .flat_map(|v| rest.iter().map(move |key| SortVal::of(key.path.resolve(v))))
+        .flat_map(|v| {
+            rest.iter()
+                .map(move |key| SortVal::of(key.path.resolve(*v)))
+        })
         .collect();
     let r = rest.len();
-    // `sort_by` is stable and `entries` start in input order: ties keep the input order.
-    entries.sort_by(|(a, i), (b, j)| {
-        a.cmp_directed(b, first.descending).then_with(|| {
-            rest.iter()
-                .enumerate()
-                .map(|(s, key)| others[i * r + s].cmp_directed(&others[j * r + s], key.descending))
-                .find(|o| o.is_ne())
-                .unwrap_or(Ordering::Equal)
-        })
-    });
+    // The input position breaks ties, so the order is total and the unstable sort and
+    // selection below give exactly the stable order.
+    let cmp = |(a, i): &(SortVal<'a>, usize), (b, j): &(SortVal<'a>, usize)| {
+        a.cmp_directed(b, first.descending)
+            .then_with(|| {
+                rest.iter()
+                    .enumerate()
+                    .map(|(s, key)| {
+                        others[i * r + s].cmp_directed(&others[j * r + s], key.descending)
+                    })
+                    .find(|o| o.is_ne())
+                    .unwrap_or(Ordering::Equal)
+            })
+            .then(i.cmp(j))
+    };
+    if end == 0 {
+        return Vec::new();
+    }
+    if end < entries.len() {
+        entries.select_nth_unstable_by(end - 1, cmp);
+        entries.truncate(end);
+    }
+    entries.sort_unstable_by(cmp);
     entries.into_iter().map(|(_, i)| matched[i]).collect()
 }
 
@@ -1739,6 +1867,50 @@ mod tests {
         let r = ids(&query(&views, json!({"sort": ["g", "-h"]})));
         // g=0: 2(h2) 4(h1) 6(h0) 8(h2) -> 2 8 4 6; g=1: 1(h1) 3(h0) 5(h2) 7(h1) -> 5 1 7 3
         assert_eq!(r, vec![2, 8, 4, 6, 5, 1, 7, 3]);
+    }
+
+    #[test]
+    fn sorted_pages_are_slices_of_the_full_order() {
+        // Only the page is ordered (selection, then a sort of the page): every page must be
+        // the same slice of the stable full order, ties included.
+        let views: Vec<Value> = (0..60u64)
+            .map(|i| view(i, None, json!({"g": (i * 7) % 5, "h": (i * 3) % 4})))
+            .chain([
+                view(60, None, json!({})),
+                view(61, None, json!({"g": null})),
+            ])
+            .collect();
+        for sort in [json!("g"), json!(["-g", "h"]), json!(["h", "-id"])] {
+            let full = ids(&query(&views, json!({ "sort": sort })));
+            assert_eq!(full.len(), views.len());
+            for offset in [0, 1, 7, 30, 59, 61, 62, 70] {
+                for limit in [0, 1, 2, 5, 20, 100] {
+                    let q = json!({"sort": sort, "offset": offset, "limit": limit});
+                    let got = query(&views, q.clone());
+                    let want: Vec<u64> = full.iter().copied().skip(offset).take(limit).collect();
+                    assert_eq!(ids(&got), want, "{q}");
+                    assert_eq!(got.total_matched(), views.len(), "{q}");
+                    let first = query(
+                        &views,
+                        json!({"sort": sort, "offset": offset, "limit": limit, "method": "first"}),
+                    );
+                    assert_eq!(
+                        ids(&first),
+                        want.first().copied().into_iter().collect::<Vec<_>>(),
+                        "first {q}"
+                    );
+                    let last = query(
+                        &views,
+                        json!({"sort": sort, "offset": offset, "limit": limit, "method": "last"}),
+                    );
+                    assert_eq!(
+                        ids(&last),
+                        want.last().copied().into_iter().collect::<Vec<_>>(),
+                        "last {q}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
