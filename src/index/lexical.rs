@@ -85,6 +85,8 @@ pub struct LexicalIndex {
     pub fields: Fields,
     /// Last change sequence applied to the writer.
     applied_seq: u64,
+    /// The sequence of the last commit.
+    committed_seq: u64,
     /// Changes applied but not yet committed.
     dirty: bool,
 }
@@ -103,6 +105,7 @@ impl LexicalIndex {
             Ok(Some((idx, seq))) if seq <= store_seq => {
                 let mut idx = idx;
                 idx.applied_seq = seq;
+                idx.committed_seq = seq;
                 idx
             }
             Ok(found) => {
@@ -165,6 +168,7 @@ impl LexicalIndex {
             reader,
             fields,
             applied_seq: 0,
+            committed_seq: 0,
             dirty: false,
         })
     }
@@ -187,12 +191,34 @@ impl LexicalIndex {
     /// Rebuild in place from the store (the `rebuild` operation). Returns (sections indexed,
     /// the sum of their distinct-term counts).
     pub fn rebuild(&mut self, db: &Database, progress: &dyn Fn(u64, u64)) -> Result<(u64, u64)> {
+        // tantivy's delete-all drops the committed segments but not the operations still in the
+        // writer's pipeline (documents fed by `catch_up`, not yet committed): they would come
+        // back at the next commit as second copies. Discard them first; the reindex covers them.
+        self.rollback()?;
         self.writer
             .delete_all_documents()
             .map_err(|e| tantivy_err("clear", e))?;
-        let n = self.reindex_all(db, progress)?;
-        self.commit()?;
-        Ok(n)
+        let reindexed = self.reindex_all(db, progress).and_then(|n| {
+            self.commit()?;
+            Ok(n)
+        });
+        if reindexed.is_err() {
+            // Leave the writer as the last commit left it, so a later commit cannot publish a
+            // half-cleared index.
+            let _ = self.rollback();
+        }
+        reindexed
+    }
+
+    /// Drop every uncommitted operation: the writer and the applied sequence go back to the
+    /// last commit (the change log replays the rest).
+    fn rollback(&mut self) -> Result<()> {
+        self.writer
+            .rollback()
+            .map_err(|e| tantivy_err("rollback", e))?;
+        self.applied_seq = self.committed_seq;
+        self.dirty = false;
+        Ok(())
     }
 
     fn reindex_all(&mut self, db: &Database, progress: &dyn Fn(u64, u64)) -> Result<(u64, u64)> {
@@ -327,6 +353,7 @@ impl LexicalIndex {
             .map_err(|e| tantivy_err("commit", e))?;
         prepared.set_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq));
         prepared.commit().map_err(|e| tantivy_err("commit", e))?;
+        self.committed_seq = self.applied_seq;
         self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
         self.dirty = false;
         Ok(())
@@ -464,5 +491,35 @@ mod tests {
         assert_eq!(c, "fn main() {}\n");
         let (b, c) = split_body_and_code("text/x-rust", "fn x() {}");
         assert_eq!((b.as_str(), c.as_str()), ("", "fn x() {}"));
+    }
+
+    /// Writes fed to the index writer but not yet committed (the daemon indexes after each
+    /// acknowledged group and commits lazily) must not survive a rebuild as second copies.
+    #[test]
+    fn rebuild_with_uncommitted_index_changes_indexes_each_section_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let mut kbids = Vec::new();
+        for round in 0..3 {
+            for i in 0..20 {
+                let ops = vec![crate::writes::WriteOp::Learn(crate::LearnRequest::text(
+                    format!("round {round} fact {i} about rebuilding twice"),
+                ))];
+                let out = kb.write_group_unindexed(ops).unwrap();
+                for r in out {
+                    if let crate::writes::WriteOutcome::Learned(l) = r.unwrap() {
+                        kbids.push(l.kbid);
+                    }
+                }
+                kb.index_pending();
+            }
+            kb.rebuild().unwrap();
+        }
+        let keys = kb.lexical().unwrap().indexed_keys().unwrap();
+        let distinct: BTreeSet<u64> = keys.iter().copied().collect();
+        assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
+        assert_eq!(distinct.len(), kbids.len());
+        let check = kb.check().unwrap();
+        assert!(check.ok, "{:?}", check.errors);
     }
 }

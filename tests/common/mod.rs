@@ -1,6 +1,7 @@
 //! Helpers for integration tests: run the real `kbdb` binary against a temporary database.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod embed_server;
 
 use std::path::{Path, PathBuf};

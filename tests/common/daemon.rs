@@ -1,0 +1,139 @@
+//! Helpers for tests that reach past the CLI to the worker daemon itself: its socket, its
+//! process (SIGKILL, waiting for it to be gone) and raw JSON-RPC calls.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::TestDb;
+
+/// The daemon's socket in the test's runtime folder, if one was ever created there.
+pub fn socket_path(db: &TestDb) -> Option<PathBuf> {
+    std::fs::read_dir(db.runtime_dir())
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "sock"))
+}
+
+/// Whether any thread of `pid` still runs (the leader turns zombie before its threads end; a
+/// zombie has released every file and lock).
+pub fn alive(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+        })
+    })
+}
+
+/// Send SIGKILL to `pid`; whether the signal was delivered (false: no such process).
+pub fn sigkill(pid: u32) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions; callers pass a daemon they started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) == 0 }
+}
+
+/// Make this process the reaper of its orphaned descendants (Linux), so daemons that clients
+/// started and left behind are reaped by [`wait_gone`] instead of piling up as zombies.
+pub fn become_subreaper() -> bool {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes one integer argument and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Wait (at most `timeout`) until `pid` no longer runs, reaping it when it is our child.
+/// Whether it is gone.
+pub fn wait_gone(pid: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG on one pid; `status` is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+        if r == pid as libc::pid_t || !alive(pid) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// What a JSON-RPC call came back with.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// `result`.
+    Ok(Value),
+    /// `error` (`{code, message, data?}`).
+    Error(Value),
+    /// No answer: the connection closed or failed (the daemon died), or the read timed out.
+    Gone(String),
+}
+
+/// One JSON-RPC connection to a daemon's socket.
+pub struct Rpc {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    next_id: u64,
+}
+
+impl Rpc {
+    /// Connect; reads wait at most `timeout` for a line.
+    pub fn connect(sock: &Path, timeout: Duration) -> std::io::Result<Rpc> {
+        let s = UnixStream::connect(sock)?;
+        s.set_read_timeout(Some(timeout))?;
+        Ok(Rpc {
+            writer: s.try_clone()?,
+            reader: BufReader::new(s),
+            next_id: 1,
+        })
+    }
+
+    /// Call `method` and wait for its answer (notifications in between are skipped).
+    pub fn call(&mut self, method: &str, params: Value) -> Reply {
+        let id = self.next_id;
+        self.next_id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if let Err(e) = self
+            .writer
+            .write_all(format!("{line}\n").as_bytes())
+            .and_then(|_| self.writer.flush())
+        {
+            return Reply::Gone(format!("send failed: {e}"));
+        }
+        loop {
+            let mut buf = String::new();
+            match self.reader.read_line(&mut buf) {
+                Ok(0) => return Reply::Gone("connection closed".into()),
+                Err(e) => return Reply::Gone(format!("read failed: {e}")),
+                Ok(_) => {}
+            }
+            let v: Value = match serde_json::from_str(&buf) {
+                Ok(v) => v,
+                // A line cut short by the daemon's death.
+                Err(e) => return Reply::Gone(format!("unreadable answer ({e}): {buf:?}")),
+            };
+            if v.get("id") != Some(&json!(id)) {
+                continue;
+            }
+            return match (v.get("result"), v.get("error")) {
+                (Some(r), _) => Reply::Ok(r.clone()),
+                (None, Some(e)) => Reply::Error(e.clone()),
+                _ => Reply::Gone(format!("malformed answer: {v}")),
+            };
+        }
+    }
+
+    /// The daemon's pid, from `hello`.
+    pub fn pid(&mut self) -> Option<u32> {
+        match self.call("hello", Value::Null) {
+            Reply::Ok(v) => v["pid"].as_u64().map(|p| p as u32),
+            _ => None,
+        }
+    }
+}
