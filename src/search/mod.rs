@@ -234,11 +234,50 @@ pub fn requested_retrieval(req: &SearchRequest) -> Result<Retrieval> {
 
 /// The vector side of a `vector` or `hybrid` search: the nearest sections (at most
 /// `FUSION_DEPTH`, filters applied), best first.
-pub(crate) struct VectorHits {
-    pub hits: Vec<(String, f32)>,
+pub(crate) struct VectorHits<'a> {
+    /// The ranked vector list, or the work that computes it (it runs beside the lexical
+    /// query and is joined at fusion time).
+    hits: std::cell::RefCell<VectorList<'a>>,
     /// `vector`: these alone; `hybrid`: fused with the lexical list by RRF.
     pub only: bool,
     pub rrf_k: u32,
+}
+
+type Ranked = Vec<(String, f32)>;
+
+enum VectorList<'a> {
+    Ready(Ranked),
+    Pending(Box<dyn FnOnce() -> Result<Ranked> + 'a>),
+    /// The work returned an error (already reported to the first caller).
+    Failed,
+}
+
+impl<'a> VectorHits<'a> {
+    /// Hits computed later by `pending` (e.g. joining a thread), at most once.
+    pub fn pending(pending: impl FnOnce() -> Result<Ranked> + 'a, only: bool, rrf_k: u32) -> Self {
+        VectorHits {
+            hits: std::cell::RefCell::new(VectorList::Pending(Box::new(pending))),
+            only,
+            rrf_k,
+        }
+    }
+
+    /// The ranked list, best first (waits for it when it is still being computed).
+    fn ranked(&self) -> Result<std::cell::Ref<'_, Ranked>> {
+        {
+            let mut list = self.hits.borrow_mut();
+            if matches!(&*list, VectorList::Pending(_))
+                && let VectorList::Pending(work) = std::mem::replace(&mut *list, VectorList::Failed)
+            {
+                *list = VectorList::Ready(work()?);
+            }
+        }
+        std::cell::Ref::filter_map(self.hits.borrow(), |l| match l {
+            VectorList::Ready(r) => Some(r),
+            _ => None,
+        })
+        .map_err(|_| KbError::Storage("vector search: the ranked list failed earlier".into()))
+    }
 }
 
 /// The filters of a request, for the vector path (the lexical path filters in the index).
@@ -322,7 +361,7 @@ pub(crate) fn run(
     fields: &Fields,
     store: &ReadTables,
     user_synonyms: &dyn Fn(&str) -> Vec<String>,
-    vector: Option<&VectorHits>,
+    vector: Option<&VectorHits<'_>>,
     documents: Option<&std::collections::HashSet<String>>,
 ) -> Result<SearchResponse> {
     let mode = match req.mode.as_deref().map(str::trim) {
@@ -523,7 +562,8 @@ pub(crate) fn run(
                 fused.insert(*key, (1.0 / (k + rank as f32 + 1.0), Some(*addr), None));
             }
         }
-        for (rank, (kbid, _)) in v.hits.iter().take(FUSION_DEPTH).enumerate() {
+        let vector_ranked = v.ranked()?;
+        for (rank, (kbid, _)) in vector_ranked.iter().take(FUSION_DEPTH).enumerate() {
             let e = fused
                 .entry(crate::index::lexical::kbid_key(kbid))
                 .or_insert((0.0, None, None));

@@ -281,13 +281,21 @@ impl Kb {
                 ));
             }
         }
-        let hits = self.vector_hits(req, query, documents.clone())?;
-        let v = VectorHits {
-            hits,
-            only: retrieval == Retrieval::Vector,
-            rrf_k: self.config.embedding.rrf_k,
-        };
-        let mut r = self.search_lexical(req, Some(&v), retrieval, documents.as_ref())?;
+        // The vector scan runs on its own thread while this one runs the lexical query; the
+        // fusion waits for it.
+        let mut r = std::thread::scope(|scope| {
+            let scan = scope.spawn(|| self.vector_hits(req, query, documents.clone()));
+            let v = VectorHits::pending(
+                || {
+                    scan.join().map_err(|_| {
+                        KbError::Storage("vector search: the scan thread panicked".into())
+                    })?
+                },
+                retrieval == Retrieval::Vector,
+                self.config.embedding.rrf_k,
+            );
+            self.search_lexical(req, Some(&v), retrieval, documents.as_ref())
+        })?;
         r.warnings.extend(warnings);
         Ok(r)
     }
@@ -326,8 +334,11 @@ impl Kb {
             }
             top
         };
-        // Exact scores for the head; the tail keeps its quantized order.
-        let head = candidates.len().min(RESCORE_MARGIN * 2);
+        // Exact scores for the page asked for and a margin (reading a stored f32 vector costs
+        // more than scanning thousands of quantized rows); the tail keeps its quantized order,
+        // which only feeds RRF ranks, where a swap of close neighbours changes nothing visible.
+        let asked = req.offset.unwrap_or(0) + req.limit.unwrap_or(crate::search::DEFAULT_LIMIT);
+        let head = candidates.len().min(asked + RESCORE_MARGIN);
         let head_kbids: Vec<String> = candidates[..head].iter().map(|(k, _)| k.clone()).collect();
         let mut out = embedder::rescore(&self.db, query, &head_kbids)?;
         out.extend(candidates.into_iter().skip(head));

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 /// Candidates re-scored exactly beyond the ones asked for (quantization can swap close
 /// neighbours; it does not move a vector far).
-pub const RESCORE_MARGIN: usize = 50;
+pub const RESCORE_MARGIN: usize = 10;
 
 #[derive(Debug, Default)]
 pub struct VectorMatrix {
