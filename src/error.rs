@@ -130,20 +130,70 @@ impl KbError {
     }
 }
 
+/// Whether an I/O error says the disk (or the user's quota) is full.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+impl KbError {
+    /// A failed read, write or fsync of the database file, saying plainly when the disk is full
+    /// (docs/io-faults.md).
+    pub fn storage_io(source: std::io::Error) -> Self {
+        let context = if is_disk_full(&source) {
+            "the disk is full: the database cannot save changes (free some space; reads keep working)"
+        } else {
+            "I/O error on the database file"
+        };
+        KbError::Io {
+            context: context.to_string(),
+            source,
+        }
+    }
+}
+
+/// What an operation gets when redb refused it because of an earlier I/O failure (the store
+/// reopens the database on the next call: src/store/handle.rs).
+const PREVIOUS_IO: &str =
+    "the database stopped after an earlier I/O error and is reopened on the next call; retry";
+
+impl From<redb::StorageError> for KbError {
+    fn from(e: redb::StorageError) -> Self {
+        match e {
+            redb::StorageError::Io(io) => KbError::storage_io(io),
+            redb::StorageError::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            other => KbError::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<redb::Error> for KbError {
+    fn from(e: redb::Error) -> Self {
+        match e {
+            redb::Error::Io(io) => KbError::storage_io(io),
+            redb::Error::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            other => KbError::Storage(other.to_string()),
+        }
+    }
+}
+
 macro_rules! storage_from {
-    ($($t:ty),*) => {$(
-        impl From<$t> for KbError {
-            fn from(e: $t) -> Self {
-                KbError::Storage(e.to_string())
+    ($($t:ident),*) => {$(
+        impl From<redb::$t> for KbError {
+            fn from(e: redb::$t) -> Self {
+                match e {
+                    redb::$t::Storage(s) => s.into(),
+                    other => KbError::Storage(other.to_string()),
+                }
             }
         }
     )*};
 }
-storage_from!(
-    redb::Error,
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError,
-    redb::SetDurabilityError
-);
+storage_from!(TransactionError, TableError, CommitError);
+
+impl From<redb::SetDurabilityError> for KbError {
+    fn from(e: redb::SetDurabilityError) -> Self {
+        KbError::Storage(e.to_string())
+    }
+}

@@ -66,6 +66,15 @@ pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
             decode_image(&section_type, &req.content)?
         }
         TypeKind::Text | TypeKind::Json => {
+            // NUL is no text (UTF-16 or binary data read as UTF-8): refused, not stored.
+            if let Some(at) = req.content.find('\0') {
+                return Err(KbError::invalid(
+                    "content",
+                    format!(
+                        "contains a NUL character (U+0000) at byte {at}; text must not contain NUL (UTF-16 or binary data? learn images as image/*)"
+                    ),
+                ));
+            }
             let text = preprocess(&req.content);
             if text.is_empty() {
                 return Err(KbError::invalid(

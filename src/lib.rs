@@ -27,7 +27,8 @@ pub mod vectors;
 pub mod writes;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -48,7 +49,8 @@ pub struct PreparedWrite(writes::PreparedOp);
 
 /// A knowledge base: one database folder, opened by exactly one process.
 pub struct Kb {
-    db: Database,
+    /// The redb database, reopened by itself after an I/O failure (src/store/handle.rs).
+    store: store::Store,
     dir: PathBuf,
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
@@ -57,6 +59,8 @@ pub struct Kb {
     /// paths that change bands lock it before starting their transaction (never the other way
     /// round) and apply their changes after the commit.
     bands: Mutex<Option<index::near_dup::BandIndex>>,
+    /// The store generation the band index was loaded at (a reopen may make it stale).
+    bands_generation: AtomicU64,
     /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
     vectors: vectors::engine::VectorEngine,
     /// Models and the document index of collections (src/collections/engine.rs).
@@ -75,9 +79,28 @@ impl Kb {
         Self::open_inner(dir.as_ref(), true, false)
     }
 
+    /// `open_or_create` with the store's and the lexical index's I/O going through a fault plan
+    /// (tests: docs/io-faults.md).
+    #[doc(hidden)]
+    pub fn open_with_io(
+        dir: impl AsRef<Path>,
+        plan: store::faults::FaultPlan,
+    ) -> Result<(Kb, bool)> {
+        Self::open_io(dir.as_ref(), true, false, Some(plan))
+    }
+
     /// `allow_plain`: create a database even in a folder that holds the plain-file layout
     /// (what `migrate` does in place).
     fn open_inner(dir: &Path, create: bool, allow_plain: bool) -> Result<(Kb, bool)> {
+        Self::open_io(dir, create, allow_plain, None)
+    }
+
+    fn open_io(
+        dir: &Path,
+        create: bool,
+        allow_plain: bool,
+        plan: Option<store::faults::FaultPlan>,
+    ) -> Result<(Kb, bool)> {
         let db_file = dir.join(store::DB_FILE);
         match std::fs::metadata(dir) {
             Ok(m) if !m.is_dir() => return Err(KbError::NotADirectory(dir.to_path_buf())),
@@ -91,7 +114,10 @@ impl Kb {
             }
             Err(e) => return Err(KbError::io(format!("cannot access {}", dir.display()), e)),
         }
-        let existed = db_file.exists();
+        // An unreadable folder is an error, not a missing database.
+        let existed = db_file
+            .try_exists()
+            .map_err(|e| KbError::io(format!("cannot access {}", db_file.display()), e))?;
         if !existed && !allow_plain && maintenance::layout::is_plain_layout(dir) {
             return Err(KbError::PlainLayout(dir.to_path_buf()));
         }
@@ -99,18 +125,23 @@ impl Kb {
             return Err(KbError::NotInitialized(dir.to_path_buf()));
         }
         let config = Config::load(dir)?;
-        let db = store::open_database(dir)?;
         let dir = dir
             .canonicalize()
             .map_err(|e| KbError::io(format!("cannot resolve {}", dir.display()), e))?;
-        let lexical = Mutex::new(LexicalIndex::open(&dir, &db)?);
+        let store = store::Store::open(&dir, plan.clone())?;
+        let lexical = Mutex::new(LexicalIndex::open_with(
+            &dir,
+            &*store.read()?,
+            plan.as_ref(),
+        )?);
         Ok((
             Kb {
-                db,
+                store,
                 dir,
                 config,
                 lexical,
                 bands: Mutex::new(None),
+                bands_generation: AtomicU64::new(0),
                 vectors: Default::default(),
                 collection: Default::default(),
             },
@@ -288,7 +319,7 @@ impl Kb {
 
     /// Read sections' content by kbid, in the order asked. An unknown kbid is an error.
     pub fn read_sections(&self, kbids: &[&str]) -> Result<Vec<RetrievedSection>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let mut out = Vec::with_capacity(kbids.len());
         for &kbid in kbids {
@@ -314,7 +345,7 @@ impl Kb {
     /// The document record with its ordered sections.
     pub fn retrieve_document(&self, docid: &str) -> Result<DocumentView> {
         model::validate::validate_docid(docid)?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t
             .document(docid)?
@@ -355,7 +386,7 @@ impl Kb {
                 ),
             ));
         }
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         recall::recall(&t, req)
     }
@@ -363,7 +394,7 @@ impl Kb {
     /// Compose rendered markdown from kbids and docids (`content`). Unknown ids are an error
     /// that names them.
     pub fn content(&self, ids: &[String]) -> Result<ComposedContent> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let data = compose::compose(&t, ids)?;
         Ok(ComposedContent {
@@ -375,7 +406,7 @@ impl Kb {
 
     /// Every document, by docid.
     pub fn list_documents(&self) -> Result<Vec<DocumentSummary>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let mut out = Vec::new();
         for row in redb::ReadableTable::iter(&t.documents)? {
@@ -396,7 +427,7 @@ impl Kb {
     /// The first `limit` kbids starting with `prefix`, in order (completion of `kbdb://`
     /// section URIs).
     pub fn kbids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let mut out = Vec::new();
         for row in redb::ReadableTable::range(&t.sections, prefix..)? {
@@ -411,7 +442,7 @@ impl Kb {
 
     /// kbids under every source key starting with `prefix`, in key order.
     pub(crate) fn source_key_range(&self, prefix: &str) -> Result<Vec<String>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let keys = txn.open_multimap_table(store::tables::SOURCE_KEYS)?;
         let mut out = Vec::new();
         for row in redb::ReadableMultimapTable::range(&keys, prefix..)? {
@@ -432,7 +463,7 @@ impl Kb {
         docid: &str,
     ) -> Result<(model::records::DocumentRecord, Vec<String>)> {
         model::validate::validate_docid(docid)?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t
             .document(docid)?
@@ -544,7 +575,7 @@ impl Kb {
 
     /// Changes committed after `seq`, oldest first (at most 10 000): what subscribers are told.
     pub fn changes_since(&self, seq: u64) -> Result<Vec<ChangeEvent>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let mut out = Vec::new();
         for row in redb::ReadableTable::range(&t.changes, seq + 1..)?.take(10_000) {
@@ -572,7 +603,7 @@ impl Kb {
 
     /// Database status: counts, path and the change sequence.
     pub fn status(&self) -> Result<Status> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let sections = t.sections.len()?;
         let last_change_seq = t.last_seq()?;
@@ -617,11 +648,16 @@ impl Kb {
     ) -> Result<SearchResponse> {
         let (searcher, fields) = {
             let mut lex = self.lexical()?;
-            lex.catch_up(&self.db)?;
-            lex.commit()?; // read-your-writes: commit what learn added since the last search
+            let db = self.db()?;
+            // Read-your-writes: commit what learn added since the last search. The index is
+            // derived: when it cannot commit (the disk is full…), search its last commit rather
+            // than fail; the changes stay in the change log and the next commit holds them.
+            if let Err(e) = lex.catch_up(&db).and_then(|()| lex.commit()) {
+                tracing::warn!("lexical index not updated, searching its last commit: {e}");
+            }
             (lex.searcher(), lex.fields)
         };
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let syn = store::synonyms::Reader::open(&txn)?;
         let mut r = search::run(
@@ -647,7 +683,7 @@ impl Kb {
     /// learning does not commit per section). Durability does not depend on it.
     pub fn flush_index(&self) -> Result<()> {
         let mut lex = self.lexical()?;
-        lex.catch_up(&self.db)?;
+        lex.catch_up(&*self.db()?)?;
         lex.commit()
     }
 
@@ -658,7 +694,7 @@ impl Kb {
 
     pub fn rebuild_with_progress(&self, progress: &dyn Fn(u64, u64)) -> Result<RebuildResult> {
         let start = Instant::now();
-        let (sections, terms) = self.lexical()?.rebuild(&self.db, progress)?;
+        let (sections, terms) = self.lexical()?.rebuild(&*self.db()?, progress)?;
         let vectors = self.rebuild_vectors(progress)?;
         Ok(RebuildResult {
             sections_reindexed: sections,
@@ -684,9 +720,9 @@ impl Kb {
             let mut lex = self.lexical()?;
             let mut attempts = 0;
             loop {
-                lex.catch_up(&self.db)?;
+                lex.catch_up(&*self.db()?)?;
                 lex.commit()?;
-                let txn = self.db.begin_read()?;
+                let txn = self.db()?.begin_read()?;
                 let seq = ReadTables::open(&txn)?.last_seq()?;
                 attempts += 1;
                 // A write that committed between the catch-up and this snapshot would look like
@@ -712,18 +748,9 @@ impl Kb {
         progress: &dyn Fn(u64, u64),
     ) -> Result<ExportResult> {
         let start = Instant::now();
-        let target = maintenance::export::resolve_target(opts)?;
-        if target == self.dir || self.dir.starts_with(&target) {
-            return Err(KbError::invalid(
-                "path",
-                format!(
-                    "{} would replace the database folder itself",
-                    target.display()
-                ),
-            ));
-        }
+        let target = maintenance::export::resolve_target(opts, &self.dir)?;
         // One read transaction: the snapshot every file is written from.
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let schema = store::migrate::read_version(&txn)?;
         let w = maintenance::export::export(&txn, &target, opts, schema, &now(), progress)?;
         Ok(ExportResult {
@@ -934,7 +961,7 @@ impl Kb {
 
     /// Every user synonym, by term.
     pub fn synonyms_list(&self) -> Result<Vec<store::synonyms::SynonymEntry>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         store::synonyms::list(&txn)
     }
 
@@ -953,27 +980,35 @@ impl Kb {
 
     /// The sequence number of the last committed change.
     pub fn last_change_seq(&self) -> Result<u64> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         ReadTables::open(&txn)?.last_seq()
     }
 
     fn index_committed_changes(&self) {
-        if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&self.db)) {
+        if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&*self.db()?)) {
             tracing::warn!("lexical index update deferred: {e}");
         }
     }
 
     fn bands_lock(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
-        self.bands
+        let mut guard = self
+            .bands
             .lock()
-            .map_err(|_| KbError::Storage("band index lock poisoned by an earlier panic".into()))
+            .map_err(|_| KbError::Storage("band index lock poisoned by an earlier panic".into()))?;
+        // After a reopen the store may hold a commit that reported a failure (its fsync failed
+        // after its data was written): reload the bands from the store.
+        let generation = self.store.generation();
+        if self.bands_generation.swap(generation, Ordering::AcqRel) != generation {
+            *guard = None;
+        }
+        Ok(guard)
     }
 
     /// The band index, loaded from `minhash_sigs` on first use (call before `begin_write`).
     fn band_index(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
         let mut guard = self.bands_lock()?;
         if guard.is_none() {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let sigs = txn.open_table(store::tables::MINHASH_SIGS)?;
             let mut index = index::near_dup::BandIndex::default();
             for row in redb::ReadableTable::iter(&sigs)? {
@@ -987,8 +1022,19 @@ impl Kb {
         Ok(guard)
     }
 
+    /// The database for reading (reopened after an I/O failure: src/store/handle.rs).
+    pub(crate) fn db(&self) -> Result<Arc<Database>> {
+        self.store.read()
+    }
+
+    /// The database for writing: fails with the reason while it cannot be written (the disk is
+    /// full…), and is writable again as soon as it can be.
+    pub(crate) fn db_write(&self) -> Result<Arc<Database>> {
+        self.store.write()
+    }
+
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
         Ok(txn)
     }
@@ -1034,7 +1080,7 @@ mod tests {
     use crate::store::tables::*;
 
     fn rows(kb: &Kb) -> [u64; 6] {
-        let txn = kb.db.begin_read().unwrap();
+        let txn = kb.db().unwrap().begin_read().unwrap();
         let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();
         [
             mm(TAGS),
@@ -1068,7 +1114,7 @@ mod tests {
             kb.status().unwrap().last_change_seq > seq,
             "the change log records the removal"
         );
-        let txn = kb.db.begin_read().unwrap();
+        let txn = kb.db().unwrap().begin_read().unwrap();
         let tags = txn.open_multimap_table(TAGS).unwrap();
         assert!(tags.get("x").unwrap().next().is_none());
     }
@@ -1145,7 +1191,7 @@ mod tests {
         );
         assert_eq!(rows(&kb)[2], 1, "one signature row per text section");
         {
-            let txn = kb.db.begin_read().unwrap();
+            let txn = kb.db().unwrap().begin_read().unwrap();
             assert!(
                 txn.open_multimap_table(MINHASH_BANDS).is_err(),
                 "migration 5 drops the band rows"

@@ -212,8 +212,13 @@ fn merge_arguments(given: Option<Vec<SkillArgument>>, body: &str) -> Result<Vec<
     Ok(args)
 }
 
-/// Render a template: each `{{name}}` becomes its argument's value. Missing required
-/// arguments are an error naming them; a missing optional one renders empty.
+/// The longest prompt [`render`] produces (bytes): a template and argument values that would
+/// make more are an error, not an allocation without bound.
+pub const MAX_RENDERED_BYTES: usize = 16 * 1024 * 1024;
+
+/// Render a template: each `{{name}}` becomes its argument's value, inserted as is (a value
+/// holding `{{other}}` is not expanded again). Missing required arguments are an error naming
+/// them; a missing optional one renders empty.
 pub fn render(
     body: &str,
     arguments: &[SkillArgument],
@@ -230,28 +235,31 @@ pub fn render(
             format!("missing required argument(s): {}", missing.join(", ")),
         ));
     }
-    let mut out = body.to_string();
-    for name in placeholders(body) {
-        let value = match values.get(&name) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-            None => String::new(),
-        };
-        // Both `{{name}}` and `{{ name }}` forms.
-        out = replace_placeholder(&out, &name, &value);
-    }
-    Ok(out)
-}
-
-fn replace_placeholder(text: &str, name: &str, value: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
+    let names = placeholders(body);
+    let value_of = |name: &str| match values.get(name) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    };
+    // One pass over the template: both `{{name}}` and `{{ name }}` forms.
+    let mut out = String::with_capacity(body.len());
+    let mut rest = body;
     while let Some(start) = rest.find("{{") {
         let after = &rest[start + 2..];
-        match after.find("}}") {
-            Some(end) if after[..end].trim() == name => {
+        let name = after.find("}}").map(|end| (after[..end].trim(), end));
+        match name {
+            Some((name, end)) if names.iter().any(|n| n == name) => {
                 out.push_str(&rest[..start]);
-                out.push_str(value);
+                let value = value_of(name);
+                if out.len() + value.len() > MAX_RENDERED_BYTES {
+                    return Err(KbError::invalid(
+                        "arguments",
+                        format!(
+                            "the rendered prompt would exceed {MAX_RENDERED_BYTES} bytes; shorten the argument values"
+                        ),
+                    ));
+                }
+                out.push_str(&value);
                 rest = &after[end + 2..];
             }
             _ => {
@@ -261,7 +269,7 @@ fn replace_placeholder(text: &str, name: &str, value: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    Ok(out)
 }
 
 impl crate::Kb {

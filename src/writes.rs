@@ -123,6 +123,17 @@ pub(crate) fn prepare_document(
             "has no sections (the document is empty)",
         ));
     }
+    // A document is written in one transaction: at most a batch of sections.
+    if sections.len() > limits.max_batch {
+        return Err(KbError::invalid(
+            "content",
+            format!(
+                "splits into {} sections; the limit is {} (limits.max_batch)",
+                sections.len(),
+                limits.max_batch
+            ),
+        ));
+    }
     let mut prepared = Vec::with_capacity(sections.len());
     for (n, s) in sections.iter().enumerate() {
         let req = LearnRequest {

@@ -17,6 +17,8 @@ use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
 const JSONL_BATCH: usize = 1024;
 /// Most bytes of lines grouped into one batch (a batch is one daemon message, at most 64 MiB).
 const JSONL_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// Longest `--jsonl` line: a batch (under 16 MiB, plus one line) always fits one daemon message.
+const JSONL_MAX_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 pub fn run(db: &Path, format: Format, embedded: bool, args: LearnArgs) -> Result<i32, KbError> {
     let kb = open_creating(db, embedded)?;
@@ -179,11 +181,22 @@ fn result_text(r: &LearnResult) -> String {
 /// Read stdin lines on a thread; group whatever is already waiting (up to JSONL_BATCH) into one
 /// transaction, so a fast pipe gets large batches and a slow stream gets low latency.
 fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
-    let (tx, rx) = mpsc::sync_channel::<(usize, std::io::Result<String>)>(JSONL_BATCH * 4);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Result<String, KbError>)>(JSONL_BATCH * 4);
     std::thread::spawn(move || {
-        for (i, line) in std::io::stdin().lock().lines().enumerate() {
-            let stop = line.is_err();
-            if tx.send((i + 1, line)).is_err() || stop {
+        let mut stdin = std::io::stdin().lock();
+        for i in 1.. {
+            let (line, stop) = match read_jsonl_line(&mut stdin) {
+                Ok(None) => break,
+                Ok(Some(line)) => (line, false),
+                Err(e) => (
+                    Err(KbError::invalid(
+                        "line",
+                        format!("cannot read standard input: {e}"),
+                    )),
+                    true,
+                ),
+            };
+            if tx.send((i, line)).is_err() || stop {
                 break;
             }
         }
@@ -191,7 +204,7 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let mut failed = 0usize;
     while let Ok(first) = rx.recv() {
         let line_len =
-            |item: &(usize, std::io::Result<String>)| item.1.as_ref().map_or(0, |l| l.len());
+            |item: &(usize, Result<String, KbError>)| item.1.as_ref().map_or(0, |l| l.len());
         let mut bytes = line_len(&first);
         let mut batch = vec![first];
         while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES {
@@ -208,10 +221,7 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
         let mut reqs = Vec::new();
         for (line_no, line) in batch {
             let parsed = match line {
-                Err(e) => Err(KbError::invalid(
-                    "line",
-                    format!("cannot read standard input: {e}"),
-                )),
+                Err(e) => Err(e),
                 Ok(l) if l.trim().is_empty() => continue,
                 Ok(l) => serde_json::from_str::<LearnRequest>(&l)
                     .map_err(|e| KbError::invalid("line", format!("is not a learn object: {e}"))),
@@ -238,6 +248,34 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
         }
     }
     Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
+}
+
+/// One line of standard input without its line ending; None at the end. A line that is not
+/// UTF-8 or longer than `JSONL_MAX_LINE_BYTES` fails alone (its rest is skipped unread into
+/// memory) and the stream goes on.
+fn read_jsonl_line(r: &mut impl BufRead) -> std::io::Result<Option<Result<String, KbError>>> {
+    let mut buf = Vec::new();
+    let n = r
+        .by_ref()
+        .take(JSONL_MAX_LINE_BYTES as u64 + 1)
+        .read_until(b'\n', &mut buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() != Some(&b'\n') && buf.len() > JSONL_MAX_LINE_BYTES {
+        r.skip_until(b'\n')?;
+        return Ok(Some(Err(KbError::invalid(
+            "line",
+            format!("is longer than {JSONL_MAX_LINE_BYTES} bytes (the limit of one --jsonl line)"),
+        ))));
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    }
+    Ok(Some(kbdb::text::preprocess::decode_utf8("line", buf)))
 }
 
 fn print_line(format: Format, line_no: usize, outcome: Result<LearnResult, KbError>) {

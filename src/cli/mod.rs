@@ -11,13 +11,88 @@ mod recall;
 mod skills;
 mod sync;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 /// Parse the command line, run the command, return the process exit code.
 pub fn run() -> i32 {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
+            return invalid_utf8_argument();
+        }
+        Err(e) => e.exit(),
+    };
     init_tracing(&cli);
     commands::dispatch(cli)
+}
+
+/// clap only says "invalid UTF-8 was detected in one or more arguments": name the argument
+/// (the option it is the value of, else its position) and fail as invalid input (exit 3).
+fn invalid_utf8_argument() -> i32 {
+    use std::os::unix::ffi::OsStrExt;
+    // Options taking paths accept any bytes: their values are not the culprit.
+    fn path_options(cmd: &clap::Command, out: &mut Vec<String>) {
+        let path = clap::builder::ValueParser::path_buf().type_id();
+        for a in cmd.get_arguments() {
+            if a.get_value_parser().type_id() == path
+                && let Some(long) = a.get_long()
+            {
+                out.push(long.to_string());
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            path_options(sub, out);
+        }
+    }
+    let mut paths = Vec::new();
+    path_options(&args::Cli::command(), &mut paths);
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let json = args.iter().any(|a| a == "--format=json")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "json");
+    let mut err = kbdb::KbError::invalid("argument", "is not valid UTF-8");
+    for (i, arg) in args.iter().enumerate() {
+        let bytes = arg.as_bytes();
+        let Err(bad) = std::str::from_utf8(bytes) else {
+            continue;
+        };
+        let inline = bytes
+            .strip_prefix(b"--")
+            .and_then(|f| f.iter().position(|&b| b == b'=').map(|p| &f[..p]))
+            .filter(|name| name.len() + 2 < bad.valid_up_to());
+        let (option, start) = match inline {
+            Some(name) => (
+                Some(String::from_utf8_lossy(name).into_owned()),
+                name.len() + 3,
+            ),
+            None => (
+                i.checked_sub(1)
+                    .and_then(|p| args[p].to_str())
+                    .and_then(|p| p.strip_prefix("--"))
+                    .map(str::to_string),
+                0,
+            ),
+        };
+        if option.as_ref().is_some_and(|o| paths.contains(o)) {
+            continue;
+        }
+        let field = option.unwrap_or_else(|| format!("argument {}", i + 1));
+        err = kbdb::KbError::invalid(
+            &field,
+            format!(
+                "is not valid UTF-8 (first invalid byte at offset {}); only paths may be other bytes",
+                bad.valid_up_to() - start
+            ),
+        );
+        break;
+    }
+    let format = if json {
+        args::Format::Json
+    } else {
+        args::Format::Text
+    };
+    output::report_error(format, &err)
 }
 
 /// Diagnostics go to stderr (stdout carries results only); the daemon logs to a file in the
@@ -51,6 +126,12 @@ fn init_tracing(cli: &args::Cli) {
                         .unwrap_or_else(|_| "info".into()),
                 )
                 .init();
+            // Nobody reads a daemon's stderr: a panic goes to its log too.
+            let default = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                tracing::error!("{info}");
+                default(info);
+            }));
             return;
         }
     }

@@ -101,7 +101,7 @@ impl Kb {
 
     /// The TOML text of the loaded models (None: never loaded).
     pub fn models_toml(&self) -> Result<Option<String>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = txn.open_table(COLLECTION)?;
         Ok(t.get(MODELS_KEY)?.map(|g| g.value().to_string()))
     }
@@ -136,15 +136,17 @@ impl Kb {
             |docid: &str, meta: &Map<String, Value>| models.model_for(docid, meta).name.clone();
         let mut guard = self.collection.index.lock().map_err(poisoned)?;
         match guard.as_mut() {
-            Some(ix) if ix.models_generation == generation => ix.catch_up(&self.db, &model_of)?,
-            _ => *guard = Some(DocIndex::load(&self.db, generation, &model_of)?),
+            Some(ix) if ix.models_generation == generation => {
+                ix.catch_up(&*self.db()?, &model_of)?
+            }
+            _ => *guard = Some(DocIndex::load(&*self.db()?, generation, &model_of)?),
         }
         Ok((guard, models))
     }
 
     fn read_stored_doc(&self, docid: &str) -> Result<StoredDoc> {
         crate::model::validate::validate_docid(docid)?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let docs = txn.open_table(DOCUMENTS)?;
         let rec: DocumentRecord = match docs.get(docid)? {
             Some(v) => decode("documents", docid, v.value())?,
@@ -770,7 +772,7 @@ impl Kb {
     }
 
     fn begin_write_txn(&self) -> Result<redb::WriteTransaction> {
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;
         Ok(txn)
     }

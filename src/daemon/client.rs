@@ -139,10 +139,52 @@ fn spawn_daemon(db_dir: &Path) -> Result<std::process::Child> {
         .map_err(|e| KbError::io("cannot start the kbdb daemon", e))
 }
 
-fn log_tail(db_dir: &Path) -> String {
-    let text = std::fs::read_to_string(db_dir.join(LOG_FILE)).unwrap_or_default();
+/// The size of the daemon's log, so a failed start reports only what it logged.
+fn log_len(db_dir: &Path) -> u64 {
+    std::fs::metadata(db_dir.join(LOG_FILE)).map_or(0, |m| m.len())
+}
+
+/// The last lines the daemon logged after `from` (a byte offset): the lines of this start.
+fn log_tail(db_dir: &Path, from: u64) -> String {
+    let log = db_dir.join(LOG_FILE);
+    let bytes = std::fs::read(&log).unwrap_or_default();
+    let text = String::from_utf8_lossy(bytes.get(from as usize..).unwrap_or_default());
     let lines: Vec<&str> = text.lines().rev().take(3).collect();
+    if lines.is_empty() {
+        return format!("it logged nothing in {}", log.display());
+    }
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// A daemon of this user can only serve a database folder and file this user may read and
+/// write; say so at once (such a daemon fails at start, often before it can write its log).
+fn check_access(db_dir: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let file = db_dir.join(crate::store::DB_FILE);
+    for (path, mode, what) in [
+        (
+            db_dir,
+            libc::R_OK | libc::W_OK | libc::X_OK,
+            "database folder",
+        ),
+        (file.as_path(), libc::R_OK | libc::W_OK, "database file"),
+    ] {
+        let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+            continue;
+        };
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        if unsafe { libc::access(c.as_ptr(), mode) } != 0 {
+            return Err(KbError::io(
+                format!(
+                    "cannot use the {what} {} (it must be readable and writable by you, uid {})",
+                    path.display(),
+                    super::my_uid()
+                ),
+                std::io::Error::last_os_error(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Client {
@@ -218,6 +260,17 @@ impl Client {
             .set_read_timeout(timeout)
             .map_err(CallFailure::Lost)?;
         let mut line = req.to_string();
+        if line.len() > super::MAX_MESSAGE_BYTES {
+            // The daemon would refuse it and hang up mid-send, which looks like its death.
+            return Err(CallFailure::Failed(KbError::invalid(
+                "request",
+                format!(
+                    "is {} bytes as a daemon message; the limit is {} bytes (docs/daemon.md)",
+                    line.len(),
+                    super::MAX_MESSAGE_BYTES
+                ),
+            )));
+        }
         line.push('\n');
         self.writer
             .write_all(line.as_bytes())
@@ -343,6 +396,8 @@ fn start(
     if let Some(c) = try_connect(sock) {
         return Ok(c);
     }
+    check_access(db_dir)?;
+    let log_from = log_len(db_dir);
     let mut child = spawn_daemon(db_dir)?;
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
@@ -359,7 +414,7 @@ fn start(
             }
             return Err(daemon_err(format!(
                 "the kbdb daemon exited at start ({status}): {}",
-                log_tail(db_dir)
+                log_tail(db_dir, log_from)
             )));
         }
         if Instant::now() > deadline {
@@ -367,7 +422,7 @@ fn start(
             return Err(daemon_err(format!(
                 "the kbdb daemon did not answer within {}s: {}",
                 START_TIMEOUT.as_secs(),
-                log_tail(db_dir)
+                log_tail(db_dir, log_from)
             )));
         }
         std::thread::sleep(Duration::from_millis(10));

@@ -41,6 +41,8 @@ pub fn runtime_dir() -> Result<PathBuf> {
         .create(&dir)
     {
         Ok(()) => {}
+        // Something else by that name: refused below as "not a plain folder".
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(KbError::io(format!("cannot create {}", dir.display()), e)),
     }
     let meta = std::fs::symlink_metadata(&dir)

@@ -20,6 +20,7 @@ use tantivy::{
 use super::analyzer::{ANALYZER, analyzer};
 use crate::error::{KbError, Result};
 use crate::model::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
+use crate::store::faults::{FaultPlan, FaultyDirectory};
 use crate::store::tables::{CHANGES, CONTENT, SECTION_DOCS, SECTIONS};
 
 /// Folder of the index inside the database folder.
@@ -85,27 +86,55 @@ pub struct LexicalIndex {
     pub fields: Fields,
     /// Last change sequence applied to the writer.
     applied_seq: u64,
-    /// The sequence of the last commit.
-    committed_seq: u64,
     /// Changes applied but not yet committed.
     dirty: bool,
+    /// The writer lost its directory lock in a failed rollback: make a new one.
+    writer_lost: bool,
 }
 
 fn tantivy_err(context: &str, e: impl std::fmt::Display) -> KbError {
     KbError::Storage(format!("lexical index: {context}: {e}"))
 }
 
+fn commit_err(e: tantivy::TantivyError) -> KbError {
+    io_err("commit", e)
+}
+
+/// A failed `context`, naming the I/O failure plainly when there is one (the disk is full…).
+fn io_err(context: &str, e: tantivy::TantivyError) -> KbError {
+    use tantivy::TantivyError as T;
+    use tantivy::directory::error::OpenWriteError;
+    let io = match &e {
+        T::IoError(io) | T::OpenWriteError(OpenWriteError::IoError { io_error: io, .. }) => io,
+        _ => return tantivy_err(context, e),
+    };
+    let what = if crate::error::is_disk_full(io) {
+        "the disk is full"
+    } else {
+        "I/O error"
+    };
+    tantivy_err(context, format!("{what}: {io}"))
+}
+
 impl LexicalIndex {
     /// Open the index of the database in `db_dir`, rebuilding it when missing or unreadable, and
     /// replay the store's change log after its last commit.
     pub fn open(db_dir: &Path, db: &Database) -> Result<LexicalIndex> {
+        Self::open_with(db_dir, db, None)
+    }
+
+    /// `open`, with the I/O of a test's fault plan (docs/io-faults.md).
+    pub fn open_with(
+        db_dir: &Path,
+        db: &Database,
+        plan: Option<&FaultPlan>,
+    ) -> Result<LexicalIndex> {
         let path = db_dir.join(INDEX_DIR);
         let store_seq = last_seq(db)?;
-        let mut idx = match Self::open_existing(&path) {
+        let mut idx = match Self::open_existing(&path, plan) {
             Ok(Some((idx, seq))) if seq <= store_seq => {
                 let mut idx = idx;
                 idx.applied_seq = seq;
-                idx.committed_seq = seq;
                 idx
             }
             Ok(found) => {
@@ -113,11 +142,11 @@ impl LexicalIndex {
                     tracing::warn!("lexical index is ahead of the store; rebuilding it");
                 }
                 drop(found);
-                Self::rebuild_at(&path, db)?
+                Self::rebuild_at(&path, db, plan)?
             }
             Err(e) => {
                 tracing::warn!("lexical index unreadable ({e}); rebuilding it from the store");
-                Self::rebuild_at(&path, db)?
+                Self::rebuild_at(&path, db, plan)?
             }
         };
         idx.catch_up(db)?;
@@ -126,11 +155,15 @@ impl LexicalIndex {
     }
 
     /// Ok(None) when there is no index yet.
-    fn open_existing(path: &Path) -> Result<Option<(LexicalIndex, u64)>> {
+    fn open_existing(path: &Path, plan: Option<&FaultPlan>) -> Result<Option<(LexicalIndex, u64)>> {
         if !path.join("meta.json").exists() {
             return Ok(None);
         }
-        let index = Index::open_in_dir(path).map_err(|e| tantivy_err("open", e))?;
+        let index = match plan {
+            None => Index::open_in_dir(path),
+            Some(plan) => FaultyDirectory::open(path, plan.clone()).and_then(Index::open),
+        }
+        .map_err(|e| tantivy_err("open", e))?;
         let (expected, _) = schema();
         if index.schema() != expected {
             return Err(tantivy_err("open", "schema differs from this kbdb's"));
@@ -150,12 +183,7 @@ impl LexicalIndex {
     fn with_index(path: PathBuf, index: Index) -> Result<LexicalIndex> {
         index.tokenizers().register(ANALYZER, analyzer());
         let (_, fields) = schema();
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get().min(2))
-            .unwrap_or(1);
-        let writer = index
-            .writer_with_num_threads(threads, WRITER_MEMORY)
-            .map_err(|e| tantivy_err("open writer", e))?;
+        let writer = new_writer(&index)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -168,13 +196,13 @@ impl LexicalIndex {
             reader,
             fields,
             applied_seq: 0,
-            committed_seq: 0,
             dirty: false,
+            writer_lost: false,
         })
     }
 
     /// Delete the index folder and index every section of the store.
-    fn rebuild_at(path: &Path, db: &Database) -> Result<LexicalIndex> {
+    fn rebuild_at(path: &Path, db: &Database, plan: Option<&FaultPlan>) -> Result<LexicalIndex> {
         if path.exists() {
             std::fs::remove_dir_all(path)
                 .map_err(|e| KbError::io(format!("cannot remove {}", path.display()), e))?;
@@ -182,7 +210,12 @@ impl LexicalIndex {
         std::fs::create_dir_all(path)
             .map_err(|e| KbError::io(format!("cannot create {}", path.display()), e))?;
         let (schema, _) = schema();
-        let index = Index::create_in_dir(path, schema).map_err(|e| tantivy_err("create", e))?;
+        let index = match plan {
+            None => Index::create_in_dir(path, schema),
+            Some(plan) => FaultyDirectory::open(path, plan.clone())
+                .and_then(|d| Index::create(d, schema, Default::default())),
+        }
+        .map_err(|e| tantivy_err("create", e))?;
         let mut idx = Self::with_index(path.to_path_buf(), index)?;
         idx.reindex_all(db, &|_, _| {})?;
         Ok(idx)
@@ -194,7 +227,11 @@ impl LexicalIndex {
         // tantivy's delete-all drops the committed segments but not the operations still in the
         // writer's pipeline (documents fed by `catch_up`, not yet committed): they would come
         // back at the next commit as second copies. Discard them first; the reindex covers them.
-        self.rollback()?;
+        self.roll_back();
+        if self.writer_lost {
+            self.writer = new_writer(&self.index)?;
+            self.writer_lost = false;
+        }
         self.writer
             .delete_all_documents()
             .map_err(|e| tantivy_err("clear", e))?;
@@ -205,20 +242,9 @@ impl LexicalIndex {
         if reindexed.is_err() {
             // Leave the writer as the last commit left it, so a later commit cannot publish a
             // half-cleared index.
-            let _ = self.rollback();
+            self.roll_back();
         }
         reindexed
-    }
-
-    /// Drop every uncommitted operation: the writer and the applied sequence go back to the
-    /// last commit (the change log replays the rest).
-    fn rollback(&mut self) -> Result<()> {
-        self.writer
-            .rollback()
-            .map_err(|e| tantivy_err("rollback", e))?;
-        self.applied_seq = self.committed_seq;
-        self.dirty = false;
-        Ok(())
     }
 
     fn reindex_all(&mut self, db: &Database, progress: &dyn Fn(u64, u64)) -> Result<(u64, u64)> {
@@ -254,6 +280,12 @@ impl LexicalIndex {
 
     /// Apply every change after the last applied sequence (read-only on the store).
     pub fn catch_up(&mut self, db: &Database) -> Result<()> {
+        // A writer that stopped on an I/O error was rolled back by `add`: replay from the last
+        // commit with the new writer, once.
+        self.apply_changes(db).or_else(|_| self.apply_changes(db))
+    }
+
+    fn apply_changes(&mut self, db: &Database) -> Result<()> {
         let txn = db.begin_read()?;
         let changes = txn.open_table(CHANGES)?;
         let mut touched = BTreeSet::new();
@@ -336,9 +368,16 @@ impl LexicalIndex {
                 d.add_text(f.code, &code);
             }
         }
-        self.writer
-            .add_document(d)
-            .map_err(|e| tantivy_err("add", e))?;
+        if let Err(e) = self.writer.add_document(d) {
+            // The writer stopped: a worker failed to write a segment (an I/O error). Its error
+            // comes out of the join in `prepare_commit`; then go back to the last commit.
+            let err = match self.writer.prepare_commit() {
+                Err(cause) => io_err("add", cause),
+                Ok(_) => tantivy_err("add", e),
+            };
+            self.roll_back();
+            return Err(err);
+        }
         Ok(())
     }
 
@@ -347,16 +386,54 @@ impl LexicalIndex {
         if !self.dirty {
             return Ok(());
         }
-        let mut prepared = self
-            .writer
-            .prepare_commit()
-            .map_err(|e| tantivy_err("commit", e))?;
-        prepared.set_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq));
-        prepared.commit().map_err(|e| tantivy_err("commit", e))?;
-        self.committed_seq = self.applied_seq;
+        if let Err(e) = self.try_commit() {
+            self.roll_back();
+            return Err(e);
+        }
         self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
         self.dirty = false;
         Ok(())
+    }
+
+    fn try_commit(&mut self) -> Result<()> {
+        if self.writer_lost {
+            self.writer = new_writer(&self.index)?;
+            self.writer_lost = false;
+        }
+        let mut prepared = self.writer.prepare_commit().map_err(commit_err)?;
+        prepared.set_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq));
+        prepared.commit().map_err(commit_err)?;
+        Ok(())
+    }
+
+    /// After a failed commit (an I/O error: the disk is full…) the writer has lost the changes
+    /// applied since the last commit (a worker that failed drops its segment) and refuses new
+    /// ones. Go back to the last commit and replay the change log from its sequence, so a later
+    /// commit never records a sequence whose changes it does not hold (docs/io-faults.md).
+    fn roll_back(&mut self) {
+        if !self.writer_lost
+            && let Err(e) = self.writer.rollback()
+        {
+            tracing::warn!("lexical index rollback failed: {e}");
+            // The failed rollback released the writer's lock: a new writer takes it.
+            match new_writer(&self.index) {
+                Ok(w) => self.writer = w,
+                Err(e) => {
+                    tracing::warn!("lexical index writer cannot be reopened yet: {e}");
+                    self.writer_lost = true;
+                }
+            }
+        }
+        self.applied_seq = self
+            .index
+            .load_metas()
+            .ok()
+            .and_then(|m| m.payload)
+            .as_deref()
+            .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        self.dirty = true;
     }
 
     pub fn searcher(&self) -> Searcher {
@@ -396,6 +473,16 @@ impl LexicalIndex {
     pub fn tantivy_index(&self) -> &Index {
         &self.index
     }
+}
+
+/// The index writer (two indexing threads at most).
+fn new_writer(index: &Index) -> Result<IndexWriter> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get().min(2))
+        .unwrap_or(1);
+    index
+        .writer_with_num_threads(threads, WRITER_MEMORY)
+        .map_err(|e| tantivy_err("open writer", e))
 }
 
 /// The tie-breaking key of a kbid.

@@ -37,8 +37,10 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> KbError {
     move |e| KbError::io(what, e)
 }
 
-/// Where the export goes, checked before anything is written: the absolute destination.
-pub(crate) fn resolve_target(opts: &ExportOptions) -> Result<PathBuf> {
+/// Where the export goes, checked before anything is written: the absolute destination. It
+/// may be neither the database folder `db_dir` (canonical), nor hold it, nor be inside it (a
+/// forced export there would replace the lexical index under the daemon).
+pub(crate) fn resolve_target(opts: &ExportOptions, db_dir: &Path) -> Result<PathBuf> {
     let invalid = |m: String| KbError::invalid("path", m);
     let path = &opts.path;
     let name = path
@@ -49,23 +51,47 @@ pub(crate) fn resolve_target(opts: &ExportOptions) -> Result<PathBuf> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    fs::create_dir_all(&parent).map_err(io(format!("cannot create {}", parent.display())))?;
-    let parent = parent
-        .canonicalize()
-        .map_err(io(format!("cannot resolve {}", parent.display())))?;
-    let target = parent.join(name);
-    if let Some(root) = &opts.confine_to {
-        let root = root
-            .canonicalize()
-            .map_err(io(format!("cannot resolve {}", root.display())))?;
-        if !target.starts_with(&root) {
+    // Where it is allowed to go is checked before any folder is created (a refused export
+    // creates nothing), then again on the created, resolved path.
+    let root = match &opts.confine_to {
+        Some(root) => Some(
+            root.canonicalize()
+                .map_err(io(format!("cannot resolve {}", root.display())))?,
+        ),
+        None => None,
+    };
+    let allowed = |target: &Path| -> Result<()> {
+        if let Some(root) = &root
+            && !target.starts_with(root)
+        {
             return Err(invalid(format!(
                 "{} is outside {}; exports are confined to the folder that holds the database",
                 target.display(),
                 root.display()
             )));
         }
-    }
+        if db_dir.starts_with(target) {
+            return Err(invalid(format!(
+                "{} would replace the database folder itself",
+                target.display()
+            )));
+        }
+        if target.starts_with(db_dir) {
+            return Err(invalid(format!(
+                "{} is inside the database folder {}; export somewhere else",
+                target.display(),
+                db_dir.display()
+            )));
+        }
+        Ok(())
+    };
+    allowed(&resolve_uncreated(&parent)?.join(name))?;
+    fs::create_dir_all(&parent).map_err(io(format!("cannot create {}", parent.display())))?;
+    let parent = parent
+        .canonicalize()
+        .map_err(io(format!("cannot resolve {}", parent.display())))?;
+    let target = parent.join(name);
+    allowed(&target)?;
     match fs::symlink_metadata(&target) {
         Ok(m) if m.file_type().is_symlink() => Err(invalid(format!(
             "{} is a symbolic link; export writes a real folder (remove the link or choose another path)",
@@ -95,6 +121,30 @@ pub(crate) fn resolve_target(opts: &ExportOptions) -> Result<PathBuf> {
             e,
         )),
     }
+}
+
+/// Where `path` is, without creating anything: each existing step resolved (links followed),
+/// the steps that do not exist yet taken literally (`..` goes up).
+fn resolve_uncreated(path: &Path) -> Result<PathBuf> {
+    use std::path::Component;
+    let abs =
+        std::path::absolute(path).map_err(io(format!("cannot resolve {}", path.display())))?;
+    let mut resolved = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::CurDir => {}
+            other => {
+                resolved.push(other);
+                if let Ok(p) = resolved.canonicalize() {
+                    resolved = p;
+                }
+            }
+        }
+    }
+    Ok(resolved)
 }
 
 /// Write the snapshot of `txn` into `target` (via a temporary sibling).

@@ -47,14 +47,16 @@ pub struct ImportResult {
 }
 
 /// A section read and verified, ready to be written.
-pub(crate) struct ReadySection {
+#[doc(hidden)] // public for the fuzz targets (fuzz/)
+pub struct ReadySection {
     pub kbid: String,
     pub record: SectionRecord,
     pub bytes: Vec<u8>,
 }
 
 /// Everything read from a layout.
-pub(crate) struct Plan {
+#[doc(hidden)] // public for the fuzz targets (fuzz/)
+pub struct Plan {
     pub sections: Vec<ReadySection>,
     pub documents: Vec<DocumentManifest>,
     pub synonyms: BTreeMap<String, Vec<String>>,
@@ -127,7 +129,8 @@ fn entries(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Read and verify the layout at `root`.
-pub(crate) fn read_layout(
+#[doc(hidden)] // public for the fuzz targets (fuzz/)
+pub fn read_layout(
     root: &Path,
     strict: bool,
     limits: &crate::config::Limits,

@@ -5,9 +5,11 @@
 #![allow(deprecated)]
 
 mod collection_tools;
-mod server;
+#[doc(hidden)] // public for the fuzz targets (fuzz/): `tool_call`
+pub mod server;
 pub mod tools;
-mod transport;
+#[doc(hidden)] // public for the fuzz targets (fuzz/): `LineTransport`
+pub mod transport;
 
 use std::path::Path;
 

@@ -84,49 +84,9 @@ impl Kbdb {
     fn tool_call(
         &self,
         name: &str,
-        mut args: serde_json::Map<String, Value>,
+        args: serde_json::Map<String, Value>,
     ) -> std::result::Result<(&'static str, Value), String> {
-        let method = match name {
-            "search" => "search",
-            "learn" => "learn",
-            "unlearn" => "unlearn",
-            "retrieve" => "retrieve",
-            "recall" => "recall",
-            "content" => "content",
-            "status" => "status",
-            "check" => "check",
-            "gc" => "gc",
-            "rebuild" => "rebuild",
-            "export" => {
-                // Exports stay under the folder that holds the database (docs/file-layout.md);
-                // relative paths are taken from there, not from the host's working directory.
-                let root = self
-                    .state
-                    .pool
-                    .db_dir()
-                    .parent()
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| self.state.pool.db_dir().to_path_buf());
-                let path = args
-                    .get("path")
-                    .and_then(Value::as_str)
-                    .unwrap_or("kbdb-export");
-                args.insert("path".into(), json!(root.join(path)));
-                args.insert("confine_to".into(), json!(root));
-                "export"
-            }
-            "skill-learn" => "skill_learn",
-            "skill-list" => "skill_list",
-            "skill-get" => "skill_get",
-            "skill-delete" => "skill_delete",
-            "agent-create" => "agent_create",
-            "agent-list" => "agent_list",
-            "agent-get" => "agent_get",
-            "agent-delete" => "agent_delete",
-            other => super::collection_tools::method_of(other)
-                .ok_or_else(|| format!("Unknown tool: {other}"))?,
-        };
-        Ok((method, Value::Object(args)))
+        tool_call(self.state.pool.db_dir(), name, args)
     }
 
     /// `skill-learn` without a body: ask the client's model to write one (sampling), when the
@@ -164,6 +124,53 @@ impl Kbdb {
             _ => Err("body: is required; the sampled draft was empty".into()),
         }
     }
+}
+
+/// A tool's arguments as the daemon method's parameters, for the database in `db_dir`.
+#[doc(hidden)] // public for the fuzz targets (fuzz/)
+pub fn tool_call(
+    db_dir: &std::path::Path,
+    name: &str,
+    mut args: serde_json::Map<String, Value>,
+) -> std::result::Result<(&'static str, Value), String> {
+    let method = match name {
+        "search" => "search",
+        "learn" => "learn",
+        "unlearn" => "unlearn",
+        "retrieve" => "retrieve",
+        "recall" => "recall",
+        "content" => "content",
+        "status" => "status",
+        "check" => "check",
+        "gc" => "gc",
+        "rebuild" => "rebuild",
+        "export" => {
+            // Exports stay under the folder that holds the database (docs/file-layout.md);
+            // relative paths are taken from there, not from the host's working directory.
+            let root = db_dir
+                .parent()
+                .map(PathBuf::from)
+                .unwrap_or_else(|| db_dir.to_path_buf());
+            let path = args
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or("kbdb-export");
+            args.insert("path".into(), json!(root.join(path)));
+            args.insert("confine_to".into(), json!(root));
+            "export"
+        }
+        "skill-learn" => "skill_learn",
+        "skill-list" => "skill_list",
+        "skill-get" => "skill_get",
+        "skill-delete" => "skill_delete",
+        "agent-create" => "agent_create",
+        "agent-list" => "agent_list",
+        "agent-get" => "agent_get",
+        "agent-delete" => "agent_delete",
+        other => super::collection_tools::method_of(other)
+            .ok_or_else(|| format!("Unknown tool: {other}"))?,
+    };
+    Ok((method, Value::Object(args)))
 }
 
 fn text_result(text: String) -> CallToolResult {

@@ -1,6 +1,9 @@
 //! The store: redb is the source of truth. This module opens the database, runs migrations and
 //! gives typed access to the tables inside one transaction.
 
+#[doc(hidden)]
+pub mod faults;
+pub mod handle;
 pub mod migrate;
 pub mod synonyms;
 pub mod tables;
@@ -11,6 +14,8 @@ use std::path::Path;
 use redb::{Database, DatabaseError};
 
 use crate::error::{KbError, Result};
+
+pub use handle::Store;
 
 /// File name of the redb database inside the database folder.
 pub const DB_FILE: &str = "kbdb.redb";

@@ -590,7 +590,7 @@ impl Kb {
     ) -> Result<SyncReport> {
         let start = Instant::now();
         let (root, root_str) = self.sync_root_path(&req.dir)?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let roots_t = txn.open_table(SYNC_ROOTS)?;
         let all = records::roots(&roots_t)?;
         let registered = all
@@ -682,7 +682,7 @@ impl Kb {
 
         // The records to compare with: all of the folder's, or (a targeted sync) those whose
         // docid starts with a scoped path's (its file's docid, the files below a folder).
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let files_t = txn.open_table(SYNC_FILES)?;
         let mut by_path: HashMap<String, (String, FileRecord)> = HashMap::new();
         let starts: Vec<String> = match &scope {
@@ -811,7 +811,7 @@ impl Kb {
 
     /// The synced folders with their prefixes and how many files each has recorded.
     pub fn sync_roots(&self) -> Result<Vec<SyncRootInfo>> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let roots_t = txn.open_table(SYNC_ROOTS)?;
         let files_t = txn.open_table(SYNC_FILES)?;
         let mut out = Vec::new();
@@ -830,7 +830,7 @@ impl Kb {
     /// The file record of a synced document (None: the document does not come from a file).
     pub fn sync_record(&self, docid: &str) -> Result<Option<FileRecord>> {
         validate::validate_docid(docid)?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         records::get_file(&txn.open_table(SYNC_FILES)?, docid)
     }
 

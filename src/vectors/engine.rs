@@ -132,12 +132,16 @@ impl Kb {
             }
         };
         let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
-        if embedder::freshness(&self.db, provider.as_ref())? == Freshness::Stale {
+        if embedder::freshness(&*self.db()?, provider.as_ref())? == Freshness::Stale {
             return Ok(());
         }
         let mut done = 0;
         loop {
-            let r = embedder::embed_pending(&self.db, provider.as_ref(), &self.vectors.matrix);
+            let r = embedder::embed_pending(
+                &*self.db_write()?,
+                provider.as_ref(),
+                &self.vectors.matrix,
+            );
             self.note_embedding(r.as_ref().map(|_| ()));
             let round = r?;
             done += embedder::CHANGES_PER_ROUND as u64;
@@ -218,7 +222,7 @@ impl Kb {
         provider: &dyn crate::embedding::EmbeddingProvider,
         query: &str,
     ) -> Result<Option<Vec<f32>>> {
-        if embedder::freshness(&self.db, provider)? == Freshness::Stale {
+        if embedder::freshness(&*self.db()?, provider)? == Freshness::Stale {
             return Ok(None);
         }
         let text = query.trim();
@@ -267,7 +271,7 @@ impl Kb {
         };
         let mut warnings = Vec::new();
         // Read-your-writes for a few fresh sections; more are left to the embedder.
-        let pending = embedder::pending_changes(&self.db)?;
+        let pending = embedder::pending_changes(&*self.db()?)?;
         if pending > 0 {
             if pending <= SEARCH_CATCH_UP {
                 if let Err(e) = self.embed_rounds(SEARCH_CATCH_UP) {
@@ -310,7 +314,7 @@ impl Kb {
         let mut filters = Filters::of(req)?;
         filters.documents = documents;
         self.ensure_matrix(query.len())?;
-        let txn = self.db.begin_read()?;
+        let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let candidates = {
             let guard = self.vectors.matrix.read().map_err(poisoned)?;
@@ -340,7 +344,7 @@ impl Kb {
         let asked = req.offset.unwrap_or(0) + req.limit.unwrap_or(crate::search::DEFAULT_LIMIT);
         let head = candidates.len().min(asked + RESCORE_MARGIN);
         let head_kbids: Vec<String> = candidates[..head].iter().map(|(k, _)| k.clone()).collect();
-        let mut out = embedder::rescore(&self.db, query, &head_kbids)?;
+        let mut out = embedder::rescore(&*self.db()?, query, &head_kbids)?;
         out.extend(candidates.into_iter().skip(head));
         Ok(out)
     }
@@ -359,7 +363,7 @@ impl Kb {
         let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
         let mut w = self.vectors.matrix.write().map_err(poisoned)?;
         if w.as_ref().is_none_or(|m| m.dimensions() != dims) {
-            *w = Some(embedder::load_matrix(&self.db, dims)?);
+            *w = Some(embedder::load_matrix(&*self.db()?, dims)?);
         }
         Ok(())
     }
@@ -373,7 +377,12 @@ impl Kb {
             return Ok(None);
         };
         let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
-        let r = embedder::rebuild(&self.db, provider.as_ref(), progress, &crate::now());
+        let r = embedder::rebuild(
+            &*self.db_write()?,
+            provider.as_ref(),
+            progress,
+            &crate::now(),
+        );
         self.note_embedding(r.as_ref().map(|_| ()));
         let r = r?;
         *self.vectors.matrix.write().map_err(poisoned)? = None;
@@ -398,7 +407,7 @@ impl Kb {
             return Ok(0);
         }
         let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;
         let mut stored = 0;
         {
@@ -451,10 +460,10 @@ impl Kb {
     pub(crate) fn vector_status(&self) -> Result<VectorStatus> {
         let cfg = &self.config.embedding;
         let state = {
-            let txn = redb::ReadableDatabase::begin_read(&self.db)?;
+            let txn = redb::ReadableDatabase::begin_read(&*self.db()?)?;
             super::store::read_state(&txn)?
         };
-        let (count, failures) = embedder::counts(&self.db)?;
+        let (count, failures) = embedder::counts(&*self.db()?)?;
         let (model, dims) = match self.vectors.provider.lock().map_err(poisoned)?.as_ref() {
             Some(p) => (p.model_name().to_string(), p.dimensions()),
             None => (cfg.model.clone(), cfg.dimensions),
@@ -473,7 +482,7 @@ impl Kb {
             stored_dimensions: state.dimensions,
             count,
             pending_changes: if self.has_provider() {
-                embedder::pending_changes(&self.db)?
+                embedder::pending_changes(&*self.db()?)?
             } else {
                 0
             },
