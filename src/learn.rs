@@ -12,6 +12,7 @@ use crate::model::validate::*;
 use crate::model::{LearnRequest, LearnResult, NearDuplicate, kbid};
 use crate::store::txn::WriteTables;
 use crate::text::{preprocess, shingles};
+use redb::ReadableTable;
 
 /// A validated section, ready to be written.
 pub(crate) struct Prepared {
@@ -292,6 +293,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             if let Some((mine, keys)) = &p.bands {
                 let keys = *keys;
                 near_duplicates = find_near_duplicates(t, &p, mine, &keys)?;
+                if let Some(cache) = t.shingle_cache {
+                    cache.insert(&p.kbid, std::sync::Arc::new(mine.clone()));
+                }
                 t.minhash_sigs
                     .insert(p.kbid.as_str(), near_dup::encode_keys(&keys).as_slice())?;
                 t.pending_bands.add(&p.kbid, &keys);
@@ -405,10 +409,23 @@ fn find_near_duplicates(
         .map(|(_, k)| k);
     let mut out = Vec::new();
     for c in candidates {
-        let Some(bytes) = t.content(&c)? else {
-            continue;
+        let cached = t.shingle_cache.and_then(|cache| cache.get(&c));
+        let theirs = match cached {
+            // Still there (a batch may have unlearned it)? The row, not its bytes, says so.
+            Some(set) if t.content.get(c.as_str())?.is_some() => set,
+            Some(_) => continue,
+            None => {
+                let Some(bytes) = t.content(&c)? else {
+                    continue;
+                };
+                let set =
+                    std::sync::Arc::new(shingles::shingle_hashes(&String::from_utf8_lossy(&bytes)));
+                if let Some(cache) = t.shingle_cache {
+                    cache.insert(&c, set.clone());
+                }
+                set
+            }
         };
-        let theirs = shingles::shingle_hashes(&String::from_utf8_lossy(&bytes));
         let sim = shingles::jaccard(mine, &theirs);
         if sim >= near_dup::THRESHOLD {
             out.push(NearDuplicate {

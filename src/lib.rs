@@ -59,6 +59,8 @@ pub struct Kb {
     /// paths that change bands lock it before starting their transaction (never the other way
     /// round) and apply their changes after the commit.
     bands: Mutex<Option<index::near_dup::BandIndex>>,
+    /// Shingle sets of recent sections (near-duplicate checks; never stale: kbids name content).
+    shingles: index::near_dup::ShingleCache,
     /// The store generation the band index was loaded at (a reopen may make it stale).
     bands_generation: AtomicU64,
     /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
@@ -141,6 +143,7 @@ impl Kb {
                 config,
                 lexical,
                 bands: Mutex::new(None),
+                shingles: Default::default(),
                 bands_generation: AtomicU64::new(0),
                 vectors: Default::default(),
                 collection: Default::default(),
@@ -243,6 +246,7 @@ impl Kb {
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
             t.band_index = bands.as_ref();
+            t.shingle_cache = Some(&self.shingles);
             for p in prepared {
                 out.push(match p {
                     Ok(PreparedWrite(p)) => writes::apply(&mut t, p)?,
@@ -1291,6 +1295,25 @@ mod tests {
             r.near_duplicates.iter().all(|n| n.kbid != first),
             "an unlearned section is no longer a candidate"
         );
+        // The shingle cache knows `second` by now; unlearned earlier in the same batch, it is no
+        // candidate either.
+        let second = second.kbid.clone();
+        let out = kb
+            .write_group(vec![
+                WriteOp::Unlearn {
+                    kbid: second.clone(),
+                },
+                WriteOp::Learn(LearnRequest::text(format!("{base};"))),
+            ])
+            .unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+            panic!("{:?}", out[1].as_ref().err())
+        };
+        assert!(
+            !r.near_duplicates.is_empty(),
+            "the `?` and `.` versions remain"
+        );
+        assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
     }
 
     #[test]

@@ -20,6 +20,61 @@ pub const PER_BAND: usize = 32;
 /// 16 bands with probability ≈ 0.9999; at 0.5 only ≈ 0.26.
 pub const MIN_SHARED_BANDS: u32 = 2;
 
+/// Shingle sets of recently seen sections, so the exact Jaccard check of a candidate does not
+/// re-read and re-shingle its content (on templated notes most learns have candidates, and that
+/// work was a quarter of a write's instructions). A kbid names its content, so an entry never
+/// goes stale. Two generations bound the memory: when the young one holds `CACHE_HASHES`
+/// hashes it becomes the old one and the previous old one is dropped; a hit in the old one moves
+/// the entry back to the young one.
+#[derive(Default)]
+pub struct ShingleCache {
+    inner: std::sync::Mutex<Generations>,
+}
+
+#[derive(Default)]
+struct Generations {
+    young: HashMap<String, std::sync::Arc<ShingleSet>>,
+    old: HashMap<String, std::sync::Arc<ShingleSet>>,
+    young_hashes: usize,
+}
+
+/// Shingle hashes (8 bytes each) one generation of the cache holds: 4 MiB.
+const CACHE_HASHES: usize = 512 * 1024;
+
+impl ShingleCache {
+    pub fn get(&self, kbid: &str) -> Option<std::sync::Arc<ShingleSet>> {
+        let mut g = self.inner.lock().ok()?;
+        if let Some(s) = g.young.get(kbid) {
+            return Some(s.clone());
+        }
+        let s = g.old.remove(kbid)?;
+        g.put(kbid.to_string(), s.clone());
+        Some(s)
+    }
+
+    pub fn insert(&self, kbid: &str, set: std::sync::Arc<ShingleSet>) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.put(kbid.to_string(), set);
+        }
+    }
+}
+
+impl Generations {
+    fn put(&mut self, kbid: String, set: std::sync::Arc<ShingleSet>) {
+        if set.len() > CACHE_HASHES / 4 {
+            return; // a huge section would evict everything else
+        }
+        if self.young_hashes + set.len() > CACHE_HASHES {
+            self.old = std::mem::take(&mut self.young);
+            self.young_hashes = 0;
+        }
+        self.young_hashes += set.len();
+        if let Some(prev) = self.young.insert(kbid, set) {
+            self.young_hashes -= prev.len();
+        }
+    }
+}
+
 /// One-permutation MinHash: one hash per shingle, its top 6 bits pick one of 64 bins, each bin
 /// keeps its minimum; empty bins borrow the next non-empty bin's value (rotation densification),
 /// so the signature stays comparable for short texts.
@@ -82,6 +137,38 @@ const SEEDS: [u64; HASHES] = {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shingle_cache_keeps_recent_sets_within_its_bound() {
+        let cache = ShingleCache::default();
+        let set = |n: u64| std::sync::Arc::new(ShingleSet((0..1000).map(|i| i * n).collect()));
+        cache.insert("a", set(1));
+        assert_eq!(cache.get("a").unwrap().0[1], 1);
+        assert!(cache.get("b").is_none());
+        // Fill well past two generations: memory stays bounded, the newest stay.
+        let each = 1000;
+        let many = 3 * CACHE_HASHES / each;
+        for n in 0..many {
+            cache.insert(&format!("k{n}"), set(n as u64 + 2));
+        }
+        let g = cache.inner.lock().unwrap();
+        let held: usize = g
+            .young
+            .values()
+            .chain(g.old.values())
+            .map(|s| s.len())
+            .sum();
+        assert!(held <= 2 * CACHE_HASHES, "{held} hashes held");
+        drop(g);
+        assert!(cache.get(&format!("k{}", many - 1)).is_some());
+        assert!(cache.get("a").is_none(), "the oldest entry was dropped");
+        // A huge set is not cached at all (it would evict everything else).
+        cache.insert(
+            "huge",
+            std::sync::Arc::new(ShingleSet(vec![0; CACHE_HASHES])),
+        );
+        assert!(cache.get("huge").is_none());
+    }
     use crate::text::shingles::shingle_hashes;
 
     #[test]

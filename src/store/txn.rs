@@ -22,6 +22,8 @@ pub struct WriteTables<'t> {
     pub minhash_sigs: Table<'t, &'static str, &'static [u8]>,
     /// The committed band index, for near-duplicate lookups (None: not needed by this write).
     pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
+    /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
+    pub shingle_cache: Option<&'t crate::index::near_dup::ShingleCache>,
     /// Band index changes of this transaction, applied to the index once it commits.
     pub band_changes: Vec<crate::index::near_dup::BandChange>,
     /// The sections added by this transaction, by band (lookups within a batch).
@@ -58,6 +60,7 @@ impl<'t> WriteTables<'t> {
             changes,
             minhash_sigs: txn.open_table(MINHASH_SIGS)?,
             band_index: None,
+            shingle_cache: None,
             band_changes: Vec::new(),
             pending_bands: Default::default(),
             refs_out: txn.open_table(REFS_OUT)?,
