@@ -1579,6 +1579,7 @@ fn list_item(line: &str) -> Option<&str> {
 /// `./`/`../` relative to `base`), or `kbdb://document/docid`. Inline code is skipped.
 fn first_link(text: &str, base: &str) -> Option<String> {
     let b = text.as_bytes();
+    let mut links = crate::text::markers::LinkScan::new(text);
     let mut i = 0;
     while i < b.len() {
         match b[i] {
@@ -1590,7 +1591,7 @@ fn first_link(text: &str, base: &str) -> Option<String> {
                     None => run,
                 };
             }
-            b'[' if b.get(i + 1) == Some(&b'[') => match text[i + 2..].find("]]") {
+            b'[' if b.get(i + 1) == Some(&b'[') => match links.wiki_close(i) {
                 Some(end) => {
                     if let Some(d) = document_of(&text[i..i + 4 + end], base) {
                         return Some(d);
@@ -1599,7 +1600,7 @@ fn first_link(text: &str, base: &str) -> Option<String> {
                 }
                 None => i += 2,
             },
-            b'[' => match crate::text::markers::inline_link(&text[i..]) {
+            b'[' => match links.inline_link(i) {
                 Some((dest, len)) => {
                     if let Some(d) =
                         document_of(&text[i..i + len], base).or_else(|| bare_dest(dest, base))

@@ -169,6 +169,7 @@ fn scan_line(text: &str, start: usize, line: &str, base: Option<&str>, out: &mut
         return;
     }
     let bytes = line.as_bytes();
+    let mut links = LinkScan::new(line);
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
@@ -181,7 +182,7 @@ fn scan_line(text: &str, start: usize, line: &str, base: Option<&str>, out: &mut
                     None => i += run,
                 }
             }
-            b'[' if bytes.get(i + 1) == Some(&b'[') => match line[i + 2..].find("]]") {
+            b'[' if bytes.get(i + 1) == Some(&b'[') => match links.wiki_close(i) {
                 Some(end) => {
                     let inner = &line[i + 2..i + 2 + end];
                     if let Some(target) = wiki_target(inner, base) {
@@ -198,7 +199,7 @@ fn scan_line(text: &str, start: usize, line: &str, base: Option<&str>, out: &mut
                 }
                 None => i += 2,
             },
-            b'[' => match inline_link(&line[i..]) {
+            b'[' => match links.inline_link(i) {
                 Some((dest, len)) => {
                     if let Some(target) = link_target(dest, base) {
                         // `![alt](…)` images count from the `!`.
@@ -253,7 +254,9 @@ fn push(out: &mut Vec<Marker>, text: &str, from: usize, to: usize, t: Target, m:
 }
 
 /// `[text](dest "title")` at the start of `s`: the destination and the byte length of the
-/// whole link. Brackets in the text may nest.
+/// whole link. Brackets in the text may nest. The rule, as a scan from one `[`: [`LinkScan`]
+/// applies it at every `[` of a text at once (tests check that both agree).
+#[cfg(test)]
 pub(crate) fn inline_link(s: &str) -> Option<(&str, usize)> {
     let bytes = s.as_bytes();
     let mut depth = 0usize;
@@ -302,6 +305,157 @@ pub(crate) fn inline_link(s: &str) -> Option<(&str, usize)> {
         (inner.split_whitespace().next().unwrap_or(""), end + 1)
     };
     Some((dest, close + 2 + consumed))
+}
+
+/// [`inline_link`] and the `[[…]]` close search at any position of one text, in linear time
+/// overall. Both scan ahead to a closing bracket or parenthesis, so trying them at every `[` of
+/// a long line was quadratic (a 160 KB line of `[a](` took over a minute): here every `[` finds
+/// its `]` and every destination its `)` in one pass each, built on first use.
+pub(crate) struct LinkScan<'a> {
+    text: &'a str,
+    index: Option<LinkIndex>,
+    /// No `]]` at or after this offset (a `[[` search from here on fails at once).
+    no_wiki_close_from: usize,
+}
+
+struct LinkIndex {
+    /// Every `[` and the `]` that closes it by `inline_link`'s rule, sorted by offset.
+    brackets: Vec<(usize, Option<usize>)>,
+    /// Every offset just after `](` and the `)` that ends a destination starting there.
+    dests: Vec<(usize, Option<usize>)>,
+    /// Offsets of every `>` and every `)` (the `<dest>` form takes the next of each).
+    gts: Vec<usize>,
+    parens: Vec<usize>,
+}
+
+/// The first offset in sorted `v` at or after `from`.
+fn next_at(v: &[usize], from: usize) -> Option<usize> {
+    v.get(v.partition_point(|&p| p < from)).copied()
+}
+
+fn closer(v: &[(usize, Option<usize>)], at: usize) -> Option<usize> {
+    v.binary_search_by_key(&at, |e| e.0)
+        .ok()
+        .and_then(|k| v[k].1)
+}
+
+impl LinkIndex {
+    fn new(text: &str) -> LinkIndex {
+        let bytes = text.as_bytes();
+        // Brackets: `inline_link` counts `[` +1 and `]` -1 from its start and skips the byte
+        // after a backslash. Started anywhere, it reads the bytes after its `[` as a pass from
+        // the beginning does, so with `depth` that pass's count, a `[` at `i` is closed by the
+        // first later `]` that brings `depth` below its value just after `i`.
+        let mut brackets = Vec::new();
+        let mut pending: Vec<(usize, i64)> = Vec::new();
+        let mut depth = 0i64;
+        let mut escaped = false;
+        for (x, &b) in bytes.iter().enumerate() {
+            if escaped {
+                escaped = false;
+                if b == b'[' {
+                    // A `[` the pass skips is still a start for a scan of its own.
+                    pending.push((brackets.len(), depth - 1));
+                    brackets.push((x, None));
+                }
+                continue;
+            }
+            match b {
+                b'\\' => escaped = true,
+                b'[' => {
+                    pending.push((brackets.len(), depth));
+                    brackets.push((x, None));
+                    depth += 1;
+                }
+                b']' => {
+                    depth -= 1;
+                    while let Some(&(k, target)) = pending.last()
+                        && target == depth
+                    {
+                        brackets[k].1 = Some(x);
+                        pending.pop();
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Destinations: from just after `](`, the first `)` at nesting depth 0 (no escapes).
+        let mut dests = Vec::new();
+        let mut pending: Vec<(usize, i64)> = Vec::new();
+        let mut depth = 0i64;
+        let (mut gts, mut parens) = (Vec::new(), Vec::new());
+        for (x, &b) in bytes.iter().enumerate() {
+            if x >= 2 && bytes[x - 2] == b']' && bytes[x - 1] == b'(' {
+                pending.push((dests.len(), depth - 1));
+                dests.push((x, None));
+            }
+            match b {
+                b'(' => depth += 1,
+                b')' => {
+                    parens.push(x);
+                    depth -= 1;
+                    while let Some(&(k, target)) = pending.last()
+                        && target == depth
+                    {
+                        dests[k].1 = Some(x);
+                        pending.pop();
+                    }
+                }
+                b'>' => gts.push(x),
+                _ => {}
+            }
+        }
+        LinkIndex {
+            brackets,
+            dests,
+            gts,
+            parens,
+        }
+    }
+}
+
+impl<'a> LinkScan<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        LinkScan {
+            text,
+            index: None,
+            no_wiki_close_from: usize::MAX,
+        }
+    }
+
+    /// `inline_link(&text[at..])` for a `[` at `at`.
+    pub(crate) fn inline_link(&mut self, at: usize) -> Option<(&'a str, usize)> {
+        let text = self.text;
+        let bytes = text.as_bytes();
+        let idx = self.index.get_or_insert_with(|| LinkIndex::new(text));
+        let close = closer(&idx.brackets, at)?;
+        if bytes.get(close + 1) != Some(&b'(') {
+            return None;
+        }
+        let s = close + 2;
+        let (dest, end) = if bytes.get(s) == Some(&b'<') {
+            let gt = next_at(&idx.gts, s + 1)?;
+            (&text[s + 1..gt], next_at(&idx.parens, gt + 1)?)
+        } else {
+            let end = closer(&idx.dests, s)?;
+            let inner = text[s..end].trim();
+            (inner.split_whitespace().next().unwrap_or(""), end)
+        };
+        Some((dest, end + 1 - at))
+    }
+
+    /// For `[[` at `at`: the offset of the next `]]` after it, relative to `at + 2`.
+    pub(crate) fn wiki_close(&mut self, at: usize) -> Option<usize> {
+        let from = at + 2;
+        if from >= self.no_wiki_close_from {
+            return None;
+        }
+        let found = self.text[from..].find("]]");
+        if found.is_none() {
+            self.no_wiki_close_from = from;
+        }
+        found
+    }
 }
 
 /// The target of a link destination, or None when it is not a reference (web links, files
@@ -552,6 +706,76 @@ mod tests {
         assert_eq!(slug("Getting Started!"), "getting-started");
         assert_eq!(slug("API v2: the_end"), "api-v2-the_end");
         assert_eq!(slug("Überblick"), "überblick");
+    }
+
+    /// `LinkScan` gives what `inline_link` gives at every `[`, and the `]]` search agrees.
+    #[test]
+    fn link_scan_agrees_with_the_scan_from_each_bracket() {
+        let samples = [
+            "[a](b) [c](<d e> \"t\") [x]",
+            "[a [b](c)](d) ![i](p.png) [e](f(g)h) [u](v (w)",
+            "\\[a](b) [\\]](c) \\\\[d](e) [f\\](g)",
+            "[a](<b) [c](<d>) [e](<f> ) ) [g]( h i ) [j]()",
+            "]] [[x]] [[y [z](w.md) [[",
+            "[é](ü) [日本](語) [\\é](x)",
+            "[[[a]]] [a[b[c]d]e](f) [a]](b) [a](b))",
+        ];
+        // And random mixes of the characters the scans care about (xorshift, fixed seed).
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = Vec::new();
+        for _ in 0..2000 {
+            let mut text = String::new();
+            for _ in 0..(state % 60) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let alphabet = ['[', ']', '(', ')', '<', '>', '\\', 'a', ' ', 'é'];
+                text.push(alphabet[(state % alphabet.len() as u64) as usize]);
+            }
+            state = state.wrapping_add(1);
+            random.push(text);
+        }
+        for text in samples
+            .iter()
+            .copied()
+            .chain(random.iter().map(String::as_str))
+        {
+            let mut scan = LinkScan::new(text);
+            for (i, _) in text.match_indices('[') {
+                assert_eq!(
+                    scan.inline_link(i),
+                    inline_link(&text[i..]),
+                    "{text:?} at {i}"
+                );
+            }
+            let mut scan = LinkScan::new(text);
+            for (i, _) in text.match_indices("[[") {
+                assert_eq!(
+                    scan.wiki_close(i),
+                    text[i + 2..].find("]]"),
+                    "{text:?} at {i}"
+                );
+            }
+        }
+    }
+
+    /// Lines built to make a scan from every `[` run to the end of the line (quadratic: over a
+    /// minute for 160 KB) are read in linear time.
+    #[test]
+    fn long_hostile_lines_are_linear() {
+        let n = 1 << 20;
+        for unit in ["[a", "[[", "[a](", "[x](<", "[a](b", "[a]("] {
+            let line = unit.repeat(n / unit.len());
+            let start = std::time::Instant::now();
+            let found = extract(&line, Some("d/e")).len();
+            let took = start.elapsed();
+            assert!(found <= MAX_MARKERS);
+            assert!(
+                took < std::time::Duration::from_secs(20),
+                "{unit:?} × {}: {took:?}",
+                n / unit.len()
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,10 @@ use unicode_normalization::{UnicodeNormalization, is_nfc_quick};
 use crate::error::{KbError, Result};
 
 pub fn preprocess(raw: &str) -> String {
-    let s = raw.strip_prefix('\u{feff}').unwrap_or(raw);
+    // Every leading BOM and the whitespace around it: stripping only the first BOM left a
+    // second one (or one after leading whitespace) in front, so preprocessing the result again
+    // gave other bytes, and re-learning a retrieved section another kbid.
+    let s = raw.trim_start_matches(|c: char| c == '\u{feff}' || c.is_whitespace());
     let s = if s.contains('\r') {
         s.replace("\r\n", "\n").replace('\r', "\n")
     } else {
@@ -42,6 +45,19 @@ mod tests {
         // e + combining acute → é (NFC)
         assert_eq!(preprocess("Cafe\u{301}"), "Caf\u{e9}");
         assert_eq!(preprocess(" \t\n "), "");
+    }
+
+    #[test]
+    fn is_idempotent_with_several_leading_boms() {
+        for raw in [
+            "\u{feff}\u{feff}sS sS",
+            " \u{feff}x",
+            "\u{feff}\r\n\u{feff} y\u{feff}",
+        ] {
+            let once = preprocess(raw);
+            assert_eq!(preprocess(&once), once, "{raw:?}");
+        }
+        assert_eq!(preprocess("\u{feff}\u{feff}sS sS"), "sS sS");
     }
 
     #[test]
