@@ -49,9 +49,10 @@
 //!   scanned on every core) and the same ratio of it, which a loaded machine inflates less. The
 //!   responses of the first timed pass are checked: retrieval method, warnings, zero hits.
 //! * Breakdown: the matrix scan alone, `VectorMatrix::top(query, FUSION_DEPTH)` on an in-memory
-//!   matrix of as many synthetic vectors (built in the bench, no store), timed the same way,
-//!   with the sign-bit first pass forced on whatever the size, next to the exhaustive i8 scan
-//!   (`top_exhaustive`, what searches below `PREFILTER_MIN_ROWS` run) and their agreement.
+//!   matrix of as many synthetic vectors (built in the bench, no store), timed the same way: as
+//!   searches run it at that size (the 4-bit pass from `NIBBLE_MIN_ROWS` rows, the sign-bit pass
+//!   from `PREFILTER_MIN_ROWS`), with the sign-bit pass forced, and the exhaustive i8 scan
+//!   (`top_exhaustive`), with each pass's agreement with the exhaustive scan.
 //!   `--scan-only` runs this part alone, on `--n` rows (no database, no model needed).
 //! * Memory: `status().vectors.memory_bytes` after the passes (the loaded matrix: i8 codes, one
 //!   f32 scale, the kbid and the row map per vector), per vector, next to the raw codes.
@@ -599,57 +600,82 @@ fn scale(a: &Args, secs: &[Section], queries: &[Query]) -> Result<Value, BoxErro
 
 /// The matrix scan alone, for the breakdown: `VectorMatrix::top(query, FUSION_DEPTH)` with no
 /// filter on a matrix of `rows` synthetic vectors built here (the call the vector path makes
-/// before rescoring the head exactly and fusing), timed like the searches.
+/// before rescoring the head exactly and fusing), timed like the searches: as searches run it
+/// at this size (`path`), with the sign-bit pass forced, and the exhaustive i8 scan
+/// (`top_exhaustive`) each candidate pass is checked against.
 fn scan_alone(rows: usize, qvecs: &[Vec<f32>], repeat: usize) -> Value {
-    use kbdb::vectors::matrix::VectorMatrix;
-    // The sign-bit pass at any size here, so that both scans are measured.
-    let mut m = VectorMatrix::new(DIMS).with_sign_bit_pass_from(0);
-    for i in 0..rows {
-        let kbid = format!("{i:016x}");
-        m.upsert(&kbid, &Synthetic::vector(&kbid));
-    }
-    let depth = kbdb::search::FUSION_DEPTH;
-    for q in qvecs {
-        std::hint::black_box(m.top(q, depth, &mut |_| true)); // warm-up
-    }
-    let (mut lat, mut cpu) = (Vec::new(), Vec::new());
-    for _ in 0..repeat {
-        for q in qvecs {
-            let c = cpu_s();
-            let t = Instant::now();
-            std::hint::black_box(m.top(q, depth, &mut |_| true));
-            lat.push(t.elapsed().as_secs_f64());
-            cpu.push(cpu_s() - c);
+    use kbdb::vectors::matrix::{NIBBLE_MIN_ROWS, PREFILTER_MIN_ROWS, VectorMatrix};
+    let fill = |mut m: VectorMatrix| {
+        for i in 0..rows {
+            let kbid = format!("{i:016x}");
+            m.upsert(&kbid, &Synthetic::vector(&kbid));
         }
-    }
-    // What the sign-bit pass (large matrices) costs in results: the share of the exhaustive
-    // i8 scan's top `depth` that `top` returns too. Synthetic vectors are uniformly spread, the
-    // hard case for it (real embeddings cluster).
-    let (mut same, mut total) = (0usize, 0usize);
-    let (mut exh_lat, mut exh_cpu) = (Vec::new(), Vec::new());
-    for q in qvecs {
-        let fast: std::collections::HashSet<String> = m
-            .top(q, depth, &mut |_| true)
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        let c = cpu_s();
-        let t = Instant::now();
-        let exact = m.top_exhaustive(q, depth, &mut |_| true);
-        exh_lat.push(t.elapsed().as_secs_f64());
-        exh_cpu.push(cpu_s() - c);
-        total += exact.len();
-        same += exact.iter().filter(|(k, _)| fast.contains(k)).count();
-    }
+        m
+    };
+    let depth = kbdb::search::FUSION_DEPTH;
+    type Top<'a> = &'a dyn Fn(&[f32]) -> Vec<(String, f32)>;
+    let time = |f: Top, repeat: usize| {
+        for q in qvecs {
+            std::hint::black_box(f(q)); // warm-up
+        }
+        let (mut lat, mut cpu) = (Vec::new(), Vec::new());
+        for _ in 0..repeat {
+            for q in qvecs {
+                let c = cpu_s();
+                let t = Instant::now();
+                std::hint::black_box(f(q));
+                lat.push(t.elapsed().as_secs_f64());
+                cpu.push(cpu_s() - c);
+            }
+        }
+        (lat, cpu)
+    };
+    // The share of the exhaustive scan's top `depth` that a candidate pass returns too.
+    // Synthetic vectors are uniformly spread, the hard case for a pass (real embeddings cluster).
+    let agreement = |m: &VectorMatrix| {
+        let (mut same, mut total) = (0usize, 0usize);
+        for q in qvecs {
+            let fast: std::collections::HashSet<String> = m
+                .top(q, depth, &mut |_| true)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect();
+            let exact = m.top_exhaustive(q, depth, &mut |_| true);
+            total += exact.len();
+            same += exact.iter().filter(|(k, _)| fast.contains(k)).count();
+        }
+        round(same as f64 / total.max(1) as f64, 4)
+    };
+    let m = fill(VectorMatrix::new(DIMS));
+    let path = if rows >= PREFILTER_MIN_ROWS {
+        "sign-bit pass"
+    } else if rows >= NIBBLE_MIN_ROWS {
+        "4-bit pass"
+    } else {
+        "exhaustive i8"
+    };
+    let (lat, cpu) = time(&|q| m.top(q, depth, &mut |_| true), repeat);
+    let agree = agreement(&m);
+    let (exh_lat, exh_cpu) = time(&|q| m.top_exhaustive(q, depth, &mut |_| true), 1);
+    drop(m);
+    let m = fill(VectorMatrix::new(DIMS).with_sign_bit_pass_from(0));
+    let (sign_lat, sign_cpu) = time(&|q| m.top(q, depth, &mut |_| true), 1);
+    let sign_agree = agreement(&m);
     json!({
-        "rows": rows, "depth": depth, "latency_ms": pct(&lat), "cpu_ms": pct(&cpu),
-        "sign_bit_pass": true,
-        "sign_bit_pass_in_searches_from_rows": kbdb::vectors::matrix::PREFILTER_MIN_ROWS,
-        "agreement_with_exhaustive": round(same as f64 / total.max(1) as f64, 4),
+        "rows": rows, "depth": depth, "path": path,
+        "latency_ms": pct(&lat), "cpu_ms": pct(&cpu), "agreement_with_exhaustive": agree,
+        "four_bit_pass_in_searches_from_rows": NIBBLE_MIN_ROWS,
+        "sign_bit_pass_in_searches_from_rows": PREFILTER_MIN_ROWS,
+        "sign_bit_forced": {
+            "latency_ms": pct(&sign_lat), "cpu_ms": pct(&sign_cpu),
+            "agreement_with_exhaustive": sign_agree,
+        },
         "exhaustive_latency_ms": pct(&exh_lat), "exhaustive_cpu_ms": pct(&exh_cpu),
         "what": "VectorMatrix::top(query, FUSION_DEPTH) on an in-memory matrix of synthetic \
-                 vectors: the scan + selecting the head; the rest of a vector search is \
-                 filters, exact rescoring of the head and fusion. exhaustive = every row by \
+                 vectors: the candidate pass searches run at this size (path), the i8 scoring \
+                 of its candidates and selecting the head; the rest of a vector search is \
+                 filters, exact rescoring of the head and fusion. sign_bit_forced = the same \
+                 with the sign-bit pass at any size, once per query; exhaustive = every row by \
                  its i8 codes (top_exhaustive), once per query",
     })
 }
@@ -832,16 +858,19 @@ fn table(r: &Value) -> String {
     }
     let sc = &s["scan_alone"];
     row(
-        "the matrix scan alone (sign-bit pass forced; exhaustive = what searches below PREFILTER_MIN_ROWS run)",
+        "the matrix scan alone (as searches run it at this size; sign-bit pass forced; exhaustive i8)",
         format!(
-            "{} rows, depth {}: {}; CPU (all threads) p50 {} / p99 {} ms; sign-bit pass {}, agreement with the exhaustive i8 scan {} (exhaustive p50 {} ms, CPU {} ms)",
+            "{} rows, depth {}, {}: {}; CPU (all threads) p50 {} / p99 {} ms; agreement with the exhaustive i8 scan {} | sign-bit pass forced: p50 {} ms, CPU {} ms, agreement {} | exhaustive: p50 {} ms, CPU {} ms",
             f(&sc["rows"]),
             f(&sc["depth"]),
+            f(&sc["path"]),
             lat(sc),
             f(&sc["cpu_ms"]["p50"]),
             f(&sc["cpu_ms"]["p99"]),
-            f(&sc["sign_bit_pass"]),
             f(&sc["agreement_with_exhaustive"]),
+            f(&sc["sign_bit_forced"]["latency_ms"]["p50"]),
+            f(&sc["sign_bit_forced"]["cpu_ms"]["p50"]),
+            f(&sc["sign_bit_forced"]["agreement_with_exhaustive"]),
             f(&sc["exhaustive_latency_ms"]["p50"]),
             f(&sc["exhaustive_cpu_ms"]["p50"]),
         ),
