@@ -376,37 +376,37 @@ fn find_near_duplicates(
 ) -> Result<Vec<NearDuplicate>> {
     // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
     // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
-    let mut shared: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut ranked: Vec<(u32, &str)> = Vec::new();
     if let Some(index) = t.band_index {
-        for k in keys {
-            for kbid in index.band(*k) {
-                if *kbid != p.kbid {
-                    *shared.entry(kbid.clone()).or_default() += 1;
-                }
-            }
-        }
+        ranked.extend(
+            index
+                .sharing(keys, near_dup::MIN_SHARED_BANDS)
+                .into_iter()
+                .map(|(k, n)| (n, k)),
+        );
     }
     // Sections added earlier in this same transaction are not in the index yet.
-    for k in keys {
-        for kbid in t.pending_bands.band(*k) {
-            if *kbid != p.kbid {
-                *shared.entry(kbid.clone()).or_default() += 1;
-            }
-        }
+    if !t.pending_bands.is_empty() {
+        ranked.extend(
+            t.pending_bands
+                .sharing(keys, near_dup::MIN_SHARED_BANDS)
+                .into_iter()
+                .map(|(k, n)| (n, k)),
+        );
+        // One removed and learned again in this transaction is in both: count it once.
+        ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
+        ranked.dedup_by(|later, first| later.1 == first.1);
     }
-    let mut ranked: Vec<(u32, String)> = shared
-        .into_iter()
-        .filter(|(_, n)| *n >= near_dup::MIN_SHARED_BANDS)
-        .map(|(k, n)| (n, k))
-        .collect();
+    ranked.retain(|(_, k)| *k != p.kbid);
     if ranked.is_empty() {
         return Ok(Vec::new());
     }
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    let candidates = ranked
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let candidates: Vec<String> = ranked
         .into_iter()
         .take(near_dup::MAX_CANDIDATES)
-        .map(|(_, k)| k);
+        .map(|(_, k)| k.to_string())
+        .collect();
     let mut out = Vec::new();
     for c in candidates {
         let cached = t.shingle_cache.and_then(|cache| cache.get(&c));

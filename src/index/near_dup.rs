@@ -190,15 +190,26 @@ mod tests {
         keys[1] = 8;
         index.add("a", &keys);
         index.add("b", &[7; BANDS]);
-        assert_eq!(index.band(7), ["a", "b"]);
-        assert_eq!(index.band(8), ["a"]);
+        let band = |index: &BandIndex, k| index.band(k).map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(band(&index, 7), ["a", "b"]);
+        assert_eq!(band(&index, 8), ["a"]);
+        let mut sharing = index.sharing(&keys, 1);
+        sharing.sort();
+        // keys holds 7 fifteen times and 8 once: "a" is in both bands, "b" in band 7.
+        assert_eq!(sharing, [("a", 16), ("b", 15)]);
+        assert_eq!(index.sharing(&keys, 16), [("a", 16)]);
         index.remove("a", &keys);
-        assert_eq!(index.band(7), ["b"]);
-        assert!(index.band(8).is_empty());
+        assert_eq!(band(&index, 7), ["b"]);
+        assert_eq!(index.band(8).count(), 0);
+        assert!(index.sharing(&keys, 16).is_empty());
+        // A freed number is reused for the next section.
+        index.add("c", &keys);
+        assert_eq!(band(&index, 7), ["b", "c"]);
+        assert_eq!(index.names.len(), 2);
         for i in 0..PER_BAND + 5 {
             index.add(&format!("s{i}"), &[9; BANDS]);
         }
-        assert_eq!(index.band(9).len(), PER_BAND);
+        assert_eq!(index.band(9).count(), PER_BAND);
     }
 }
 
@@ -227,10 +238,17 @@ pub enum BandChange {
 
 /// The LSH band index in memory: band key → sections. Derived from the `minhash_sigs` table
 /// (one row per section instead of sixteen scattered B-tree rows, which dominated the cost of
-/// a write), loaded on first use and kept in step with committed writes.
+/// a write), loaded on first use and kept in step with committed writes. Sections are held by
+/// a small number in the bands, so counting a new section's shared bands (up to 16 ×
+/// `PER_BAND` entries per write, on the writer's critical path) sorts integers instead of
+/// hashing and comparing 64-character kbids.
 #[derive(Debug, Default)]
 pub struct BandIndex {
-    map: HashMap<u64, Vec<String>>,
+    map: HashMap<u64, Vec<u32>>,
+    /// Number → kbid ("" for a free number).
+    names: Vec<String>,
+    numbers: HashMap<String, u32>,
+    free: Vec<u32>,
 }
 
 impl BandIndex {
@@ -238,22 +256,44 @@ impl BandIndex {
     /// the table, whose keys are unique). Scanning a band for the kbid first made loading
     /// quadratic in the size of a band: thousands of near-identical sections share one.
     pub fn add(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+        let n = match self.numbers.get(kbid) {
+            Some(&n) => n,
+            None => {
+                let n = match self.free.pop() {
+                    Some(n) => {
+                        self.names[n as usize] = kbid.to_string();
+                        n
+                    }
+                    None => {
+                        self.names.push(kbid.to_string());
+                        (self.names.len() - 1) as u32
+                    }
+                };
+                self.numbers.insert(kbid.to_string(), n);
+                n
+            }
+        };
         for (i, k) in keys.iter().enumerate() {
             if !keys[..i].contains(k) {
-                self.map.entry(*k).or_default().push(kbid.to_string());
+                self.map.entry(*k).or_default().push(n);
             }
         }
     }
 
     pub fn remove(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+        let Some(n) = self.numbers.remove(kbid) else {
+            return;
+        };
         for k in keys {
             if let Some(v) = self.map.get_mut(k) {
-                v.retain(|x| x != kbid);
+                v.retain(|&x| x != n);
                 if v.is_empty() {
                     self.map.remove(k);
                 }
             }
         }
+        self.names[n as usize].clear();
+        self.free.push(n);
     }
 
     pub fn apply(&mut self, changes: &[BandChange]) {
@@ -265,11 +305,35 @@ impl BandIndex {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.numbers.is_empty()
+    }
+
     /// The sections of band `key` (at most `PER_BAND`).
-    pub fn band(&self, key: u64) -> &[String] {
+    pub fn band(&self, key: u64) -> impl Iterator<Item = &str> {
         self.map
             .get(&key)
             .map(|v| &v[..v.len().min(PER_BAND)])
             .unwrap_or(&[])
+            .iter()
+            .map(|&n| self.names[n as usize].as_str())
+    }
+
+    /// The sections sharing at least `min` of the bands `keys` (reading at most `PER_BAND`
+    /// entries of a band), with how many they share, in no particular order. A key that occurs
+    /// twice in `keys` counts twice.
+    pub fn sharing(&self, keys: &[u64; BANDS], min: u32) -> Vec<(&str, u32)> {
+        let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
+        for k in keys {
+            if let Some(v) = self.map.get(k) {
+                numbers.extend_from_slice(&v[..v.len().min(PER_BAND)]);
+            }
+        }
+        numbers.sort_unstable();
+        numbers
+            .chunk_by(|a, b| a == b)
+            .filter(|run| run.len() as u32 >= min)
+            .map(|run| (self.names[run[0] as usize].as_str(), run.len() as u32))
+            .collect()
     }
 }
