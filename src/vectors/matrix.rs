@@ -197,14 +197,20 @@ mod avx2 {
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
                 i += 32;
             }
-            let s = _mm_add_epi32(
-                _mm256_castsi256_si128(acc),
-                _mm256_extracti128_si256(acc, 1),
-            );
-            let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-            let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-            out.push(_mm_cvtsi128_si32(s));
+            out.push(sum_lanes(acc));
         }
+    }
+
+    /// The sum of the eight i32 lanes of `acc`.
+    #[target_feature(enable = "avx2")]
+    fn sum_lanes(acc: __m256i) -> i32 {
+        let s = _mm_add_epi32(
+            _mm256_castsi256_si128(acc),
+            _mm256_extracti128_si256(acc, 1),
+        );
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
+        _mm_cvtsi128_si32(s)
     }
 
     /// Rows ahead whose cache lines are requested before they are scored.
@@ -254,13 +260,7 @@ mod avx2 {
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
             i += 32;
         }
-        let s = _mm_add_epi32(
-            _mm256_castsi256_si128(acc),
-            _mm256_extracti128_si256(acc, 1),
-        );
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01_00_11_10));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b10_11_00_01));
-        let mut total = _mm_cvtsi128_si32(s);
+        let mut total = sum_lanes(acc);
         for j in i..n {
             total += a[j] as i32 * b[j] as i32;
         }
@@ -772,31 +772,46 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_nibble_pass_finds_what_the_full_scan_finds() {
-        let dims = 384;
-        let rows = 20_000;
-        let mut m = VectorMatrix::new(dims).with_nibble_pass_from(rows);
+    /// `m` with `rows` clustered vectors around `centers` directions.
+    fn filled(mut m: VectorMatrix, rows: usize, centers: usize) -> VectorMatrix {
         for i in 0..rows {
-            m.upsert(&format!("k{i:06}"), &clustered(i as u64, dims, 40));
+            m.upsert(&format!("k{i:06}"), &clustered(i as u64, m.dims, centers));
         }
+        m
+    }
+
+    /// `top` (with its candidate pass) returns exactly what the exhaustive scan returns.
+    fn assert_pass_matches_exhaustive(m: &VectorMatrix, centers: usize) {
         for seed in [3u64, 17, 29] {
-            let query = clustered(1_000_000 + seed, dims, 40);
+            let query = clustered(1_000_000 + seed, m.dims, centers);
             let exact = m.top_exhaustive(&query, 100, &mut |_| true);
             let fast = m.top(&query, 100, &mut |_| true);
             assert_eq!(fast, exact, "query {seed}");
         }
-        // A filter that rejects every candidate of the pass still finds its rows.
-        let query = clustered(2, dims, 40);
-        let mut all = m.top_exhaustive(&query, rows, &mut |_| true);
+    }
+
+    /// A filter that allows only the 3 rows farthest from the query (far outside any pass's
+    /// candidates) still finds them.
+    fn assert_filter_finds_the_farthest(m: &VectorMatrix, query: &[f32]) {
+        let rows = m.len();
+        let mut all = m.top_exhaustive(query, rows, &mut |_| true);
         let worst: Vec<String> = all
             .split_off(rows - 3)
             .into_iter()
             .map(|(k, _)| k)
             .collect();
-        let found = m.top(&query, 3, &mut |k| worst.iter().any(|w| w == k));
+        let found = m.top(query, 3, &mut |k| worst.iter().any(|w| w == k));
         let found: Vec<String> = found.into_iter().map(|(k, _)| k).collect();
         assert_eq!(found, worst);
+    }
+
+    #[test]
+    fn the_nibble_pass_finds_what_the_full_scan_finds() {
+        let rows = 20_000;
+        let mut m = filled(VectorMatrix::new(384).with_nibble_pass_from(rows), rows, 40);
+        assert_pass_matches_exhaustive(&m, 40);
+        let query = clustered(2, 384, 40);
+        assert_filter_finds_the_farthest(&m, &query);
         // A removed row is never a candidate.
         let best = m.top(&query, 1, &mut |_| true)[0].0.clone();
         m.remove(&best);
@@ -809,39 +824,20 @@ mod tests {
 
     #[test]
     fn the_sign_bit_pass_finds_what_the_full_scan_finds() {
-        let dims = 96;
         let rows = 20_000;
-        let mut m = VectorMatrix::new(dims).with_sign_bit_pass_from(rows);
-        for i in 0..rows {
-            m.upsert(&format!("k{i:06}"), &clustered(i as u64, dims, 40));
-        }
-        for seed in [3u64, 17, 29] {
-            let query = clustered(1_000_000 + seed, dims, 40);
-            let exact = m.top_exhaustive(&query, 100, &mut |_| true);
-            let fast = m.top(&query, 100, &mut |_| true);
-            assert_eq!(fast, exact, "query {seed}");
-        }
+        let m = filled(
+            VectorMatrix::new(96).with_sign_bit_pass_from(rows),
+            rows,
+            40,
+        );
+        assert_pass_matches_exhaustive(&m, 40);
     }
 
     #[test]
     fn a_filter_that_rejects_the_candidates_still_finds_its_rows() {
-        let dims = 32;
         let rows = 20_000;
-        let mut m = VectorMatrix::new(dims).with_sign_bit_pass_from(rows);
-        for i in 0..rows {
-            m.upsert(&format!("k{i:06}"), &clustered(i as u64, dims, 5));
-        }
-        // The rows farthest from the query are far outside the sign-bit candidates.
-        let query = clustered(2, dims, 5);
-        let mut all = m.top(&query, rows, &mut |_| true);
-        let worst: Vec<String> = all
-            .split_off(rows - 3)
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect();
-        let found = m.top(&query, 3, &mut |k| worst.iter().any(|w| w == k));
-        let found: Vec<String> = found.into_iter().map(|(k, _)| k).collect();
-        assert_eq!(found, worst);
+        let m = filled(VectorMatrix::new(32).with_sign_bit_pass_from(rows), rows, 5);
+        assert_filter_finds_the_farthest(&m, &clustered(2, 32, 5));
     }
 
     #[test]
