@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use kbdb::Kb;
 use kbdb::daemon::methods::{self, CallError, CallResult};
-use kbdb::daemon::server::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+use kbdb::daemon::server::{RequestLine, parse_request, reply_line};
 
 // ---------------------------------------------------------------------------------------------
 // Sandbox and the shared knowledge base
@@ -235,53 +235,17 @@ fn dispatch(state: &mut KbState, method: &str, params: Value) -> Option<CallResu
     })
 }
 
-fn response(id: &Value, result: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
-}
-
-fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
-    let mut err = json!({"code": code, "message": message});
-    if let Some(d) = data {
-        err["data"] = d;
-    }
-    json!({"jsonrpc": "2.0", "id": id, "error": err}).to_string()
-}
-
-/// The daemon's handling of one request line (`handle` in `src/daemon/server.rs`): the
-/// response line, or None for a blank line or a method the fuzzer does not run.
+/// The daemon's handling of one request line (`handle` in `src/daemon/server.rs`, through the
+/// same `parse_request` and `reply_line`): the response line, or None for a blank line or a
+/// method the fuzzer does not run.
 fn daemon_line(state: &mut KbState, line: &[u8]) -> Option<String> {
-    if line.iter().all(|b| b.is_ascii_whitespace()) {
-        return None;
+    match parse_request(line) {
+        RequestLine::Blank => None,
+        RequestLine::Invalid(reply) => Some(reply),
+        RequestLine::Call {
+            id, method, params, ..
+        } => Some(reply_line(&id, dispatch(state, &method, params)?)),
     }
-    let req: Value = match serde_json::from_slice(line) {
-        Ok(v) => v,
-        Err(e) => {
-            let msg = format!("parse error: {e}");
-            return Some(error_response(&Value::Null, PARSE_ERROR, &msg, None));
-        }
-    };
-    let id = req.get("id").cloned().unwrap_or(Value::Null);
-    let method = req.get("method").and_then(Value::as_str);
-    let (Some(method), true) = (method, req.get("jsonrpc") == Some(&json!("2.0"))) else {
-        let msg = "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
-        return Some(error_response(&id, INVALID_REQUEST, msg, None));
-    };
-    let params = req.get("params").cloned().unwrap_or(Value::Null);
-    Some(match dispatch(state, method, params)? {
-        Ok(v) => response(&id, v),
-        Err(CallError::UnknownMethod(m)) => {
-            error_response(&id, METHOD_NOT_FOUND, &format!("unknown method: {m}"), None)
-        }
-        Err(CallError::InvalidParams(m)) => {
-            error_response(&id, INVALID_PARAMS, &format!("invalid params: {m}"), None)
-        }
-        Err(CallError::Kb(e)) => error_response(
-            &id,
-            kbdb::daemon::server::OPERATION_FAILED,
-            &e.to_string(),
-            Some(methods::error_object(&e)),
-        ),
-    })
 }
 
 /// A response line must be one JSON-RPC 2.0 response: a result or an error with a code.

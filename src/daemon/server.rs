@@ -138,6 +138,77 @@ fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> 
     json!({"jsonrpc": "2.0", "id": id, "error": err}).to_string()
 }
 
+/// One request line as the daemon reads it.
+#[doc(hidden)]
+pub enum RequestLine {
+    /// Nothing but whitespace: no answer.
+    Blank,
+    /// Not a JSON-RPC 2.0 request: the error response line to send.
+    Invalid(String),
+    Call {
+        id: Value,
+        method: String,
+        params: Value,
+        /// `"kbdb_progress": true`: the client wants progress notifications.
+        wants_progress: bool,
+    },
+}
+
+/// Parse a request line (shared with the fuzz target, which drives the same parsing).
+#[doc(hidden)]
+pub fn parse_request(line: &[u8]) -> RequestLine {
+    if line.iter().all(|b| b.is_ascii_whitespace()) {
+        return RequestLine::Blank;
+    }
+    let mut req: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("parse error: {e}");
+            return RequestLine::Invalid(error_response(&Value::Null, PARSE_ERROR, &msg, None));
+        }
+    };
+    let id = req.get("id").cloned().unwrap_or(Value::Null);
+    let method = req
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let (Some(method), true) = (method, req.get("jsonrpc") == Some(&json!("2.0"))) else {
+        let msg = "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
+        return RequestLine::Invalid(error_response(&id, INVALID_REQUEST, msg, None));
+    };
+    let params = req
+        .get_mut("params")
+        .map(Value::take)
+        .unwrap_or(Value::Null);
+    let wants_progress = req.get("kbdb_progress") == Some(&json!(true));
+    RequestLine::Call {
+        id,
+        method,
+        params,
+        wants_progress,
+    }
+}
+
+/// The response line for a call's outcome.
+#[doc(hidden)]
+pub fn reply_line(id: &Value, out: std::result::Result<Value, CallError>) -> String {
+    match out {
+        Ok(v) => response(id, v),
+        Err(CallError::UnknownMethod(m)) => {
+            error_response(id, METHOD_NOT_FOUND, &format!("unknown method: {m}"), None)
+        }
+        Err(CallError::InvalidParams(m)) => {
+            error_response(id, INVALID_PARAMS, &format!("invalid params: {m}"), None)
+        }
+        Err(CallError::Kb(e)) => error_response(
+            id,
+            OPERATION_FAILED,
+            &e.to_string(),
+            Some(methods::error_object(&e)),
+        ),
+    }
+}
+
 /// Serve the database in `db_dir` until idle, SIGTERM/SIGINT or a `shutdown` request.
 pub fn serve(db_dir: &Path) -> Result<()> {
     let kb = Arc::new(Kb::open(db_dir)?);
@@ -427,45 +498,21 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
             Some(Ok(line)) => line,
         };
         state.touch();
-        if line.iter().all(|b| b.is_ascii_whitespace()) {
-            continue;
-        }
-        let req: Value = match serde_json::from_slice(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                let msg = format!("parse error: {e}");
-                send_line(
-                    &conn,
-                    &error_response(&Value::Null, PARSE_ERROR, &msg, None),
-                )?;
+        let (id, method, params, wants_progress) = match parse_request(&line) {
+            RequestLine::Blank => continue,
+            RequestLine::Invalid(reply) => {
+                send_line(&conn, &reply)?;
                 continue;
             }
+            RequestLine::Call {
+                id,
+                method,
+                params,
+                wants_progress,
+            } => (id, method, params, wants_progress),
         };
-        let id = req.get("id").cloned().unwrap_or(Value::Null);
-        let method = req.get("method").and_then(Value::as_str);
-        let (Some(method), true) = (method, req.get("jsonrpc") == Some(&json!("2.0"))) else {
-            let msg = "invalid request: expected {\"jsonrpc\": \"2.0\", \"method\": …, \"id\": …}";
-            send_line(&conn, &error_response(&id, INVALID_REQUEST, msg, None))?;
-            continue;
-        };
-        let params = req.get("params").cloned().unwrap_or(Value::Null);
-        let wants_progress = req.get("kbdb_progress") == Some(&json!(true));
-        let out = dispatch(state, &conn, method, params, wants_progress);
-        let line = match out {
-            Ok(v) => response(&id, v),
-            Err(CallError::UnknownMethod(m)) => {
-                error_response(&id, METHOD_NOT_FOUND, &format!("unknown method: {m}"), None)
-            }
-            Err(CallError::InvalidParams(m)) => {
-                error_response(&id, INVALID_PARAMS, &format!("invalid params: {m}"), None)
-            }
-            Err(CallError::Kb(e)) => error_response(
-                &id,
-                OPERATION_FAILED,
-                &e.to_string(),
-                Some(methods::error_object(&e)),
-            ),
-        };
+        let out = dispatch(state, &conn, &method, params, wants_progress);
+        let line = reply_line(&id, out);
         send_line(&conn, &line)?;
         if method == "shutdown" {
             state.stop.store(true, Ordering::Relaxed);

@@ -49,6 +49,61 @@ impl StoreBackend {
     }
 }
 
+/// Both backends take the database file's locks on the file itself (so another process never
+/// opens it meanwhile, whichever backend holds it): the six lock methods, forwarded to
+/// `self.file`.
+macro_rules! forward_locks_to_file {
+    () => {
+        fn try_lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<bool, BackendError> {
+            self.file.try_lock_range(start, end)
+        }
+
+        fn try_lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<bool, BackendError> {
+            self.file.try_lock_shared_range(start, end)
+        }
+
+        fn lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<(), BackendError> {
+            self.file.lock_range(start, end)
+        }
+
+        fn lock_shared_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<(), BackendError> {
+            self.file.lock_shared_range(start, end)
+        }
+
+        fn unlock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<(), BackendError> {
+            self.file.unlock_range(start, end)
+        }
+
+        fn query_lock_range(
+            &self,
+            start: Bound<u64>,
+            end: Bound<u64>,
+        ) -> std::result::Result<bool, BackendError> {
+            self.file.query_lock_range(start, end)
+        }
+    };
+}
+
 impl StorageBackend for StoreBackend {
     fn len(&self) -> io::Result<u64> {
         self.track(self.file.len())
@@ -80,53 +135,7 @@ impl StorageBackend for StoreBackend {
         self.file.close()
     }
 
-    fn try_lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_range(start, end)
-    }
-
-    fn try_lock_shared_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_shared_range(start, end)
-    }
-
-    fn lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.lock_range(start, end)
-    }
-
-    fn lock_shared_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.lock_shared_range(start, end)
-    }
-
-    fn unlock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.unlock_range(start, end)
-    }
-
-    fn query_lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.query_lock_range(start, end)
-    }
+    forward_locks_to_file!();
 }
 
 const BLOCK: u64 = 4096;
@@ -253,53 +262,7 @@ impl StorageBackend for ReadOnlyView {
         self.file.close()
     }
 
-    fn try_lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_range(start, end)
-    }
-
-    fn try_lock_shared_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.try_lock_shared_range(start, end)
-    }
-
-    fn lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.lock_range(start, end)
-    }
-
-    fn lock_shared_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.lock_shared_range(start, end)
-    }
-
-    fn unlock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<(), BackendError> {
-        self.file.unlock_range(start, end)
-    }
-
-    fn query_lock_range(
-        &self,
-        start: Bound<u64>,
-        end: Bound<u64>,
-    ) -> std::result::Result<bool, BackendError> {
-        self.file.query_lock_range(start, end)
-    }
+    forward_locks_to_file!();
 }
 
 /// An open database and the flag its backend raises on an I/O failure.
