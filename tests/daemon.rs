@@ -12,15 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::TestDb;
+use common::daemon::Raw;
 use serde_json::{Value, json};
 
 fn socket_path(db: &TestDb) -> PathBuf {
-    std::fs::read_dir(db.runtime_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "sock"))
-        .expect("the daemon's socket")
+    common::daemon::socket_path(db).expect("the daemon's socket")
 }
 
 fn daemon_pid(db: &TestDb) -> Option<u32> {
@@ -73,38 +69,6 @@ fn daemons_of(db: &TestDb) -> Vec<u32> {
         }
     }
     out
-}
-
-/// A raw JSON-RPC connection to the daemon.
-struct Raw {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-}
-
-impl Raw {
-    fn connect(db: &TestDb) -> Raw {
-        let s = UnixStream::connect(socket_path(db)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Raw {
-            writer: s.try_clone().unwrap(),
-            reader: BufReader::new(s),
-        }
-    }
-    fn send(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).unwrap();
-        self.writer.write_all(b"\n").unwrap();
-    }
-    fn read(&mut self) -> Option<Value> {
-        let mut line = String::new();
-        match self.reader.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(serde_json::from_str(&line).unwrap()),
-        }
-    }
-    fn call(&mut self, v: Value) -> Value {
-        self.send(&v.to_string());
-        self.read().expect("an answer")
-    }
 }
 
 /// 16 clients, 90 % reads and 10 % writes, for `secs`; optionally SIGKILL the daemon mid-way.
@@ -382,26 +346,28 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
     let db = TestDb::new();
     db.status();
     let mut raw = Raw::connect(&db);
-    raw.send("this is not json");
+    raw.send(b"this is not json");
     assert_eq!(raw.read().unwrap()["error"]["code"], -32700);
-    let v = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "no_such_method"}));
+    let v = raw.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "no_such_method"}));
     assert_eq!(v["error"]["code"], -32601);
-    let v = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "learn", "params": {"bogus": 1}}));
+    let v = raw
+        .call_json(json!({"jsonrpc": "2.0", "id": 2, "method": "learn", "params": {"bogus": 1}}));
     assert_eq!(v["error"]["code"], -32602);
-    let v = raw.call(json!({"id": 3, "method": "status"}));
+    let v = raw.call_json(json!({"id": 3, "method": "status"}));
     assert_eq!(v["error"]["code"], -32600, "jsonrpc 2.0 is required");
-    let v =
-        raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "learn", "params": {"content": ""}}));
+    let v = raw.call_json(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "learn", "params": {"content": ""}}),
+    );
     assert_eq!(v["error"]["code"], -32000);
     assert_eq!(v["error"]["data"]["field"], "content");
-    let v = raw.call(json!({"jsonrpc": "2.0", "id": 5, "method": "status"}));
+    let v = raw.call_json(json!({"jsonrpc": "2.0", "id": 5, "method": "status"}));
     assert_eq!(v["id"], 5);
     assert_eq!(v["result"]["sections"], 0);
 
     // A line over the limit: an error, then the connection closes.
     let big = vec![b'x'; 65 * 1024 * 1024];
     let mut raw = Raw::connect(&db);
-    let _ = raw.writer.write_all(&big);
+    raw.send(&big);
     let v = raw.read().expect("an error before closing");
     assert_eq!(v["error"]["code"], -32600);
     assert!(v["error"]["message"].as_str().unwrap().contains("exceeds"));
@@ -414,7 +380,7 @@ fn subscribers_are_told_of_changes() {
     let db = TestDb::new();
     db.status();
     let mut raw = Raw::connect(&db);
-    let v = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+    let v = raw.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
     assert_eq!(v["result"]["subscribed"], true);
     let kbid = db.learn(&["a change worth hearing about", "--docid", "news"])["kbid"]
         .as_str()

@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Output, Stdio};
@@ -18,6 +18,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::TestDb;
+use common::daemon::{Raw, socket_path};
 use serde_json::{Value, json};
 
 /// The daemon's message limit (docs/daemon.md), and one line just over it.
@@ -165,51 +166,6 @@ fn assert_intact(db: &TestDb, seed: &Seed) {
 
 // ---------------------------------------------------------------------------------------------
 // A raw connection to the daemon's socket
-
-fn socket_of(db: &TestDb) -> PathBuf {
-    std::fs::read_dir(db.runtime_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "sock"))
-        .expect("the daemon's socket")
-}
-
-struct Raw {
-    writer: UnixStream,
-    reader: BufReader<UnixStream>,
-}
-
-impl Raw {
-    fn connect(db: &TestDb) -> Raw {
-        let s = UnixStream::connect(socket_of(db)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        Raw {
-            writer: s.try_clone().unwrap(),
-            reader: BufReader::new(s),
-        }
-    }
-
-    /// Send `bytes` and a newline (errors ignored: the daemon may hang up on an oversized line).
-    fn send(&mut self, bytes: &[u8]) {
-        let _ = self.writer.write_all(bytes);
-        let _ = self.writer.write_all(b"\n");
-    }
-
-    /// The next line as JSON; None when the daemon closed the connection.
-    fn read(&mut self) -> Option<Value> {
-        let mut buf = String::new();
-        match self.reader.read_line(&mut buf) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(serde_json::from_str(&buf).expect("the daemon answers JSON")),
-        }
-    }
-
-    fn call(&mut self, bytes: &[u8]) -> Value {
-        self.send(bytes);
-        self.read().expect("an answer")
-    }
-}
 
 /// A JSON-RPC line around `params` (raw bytes, so they may be anything).
 fn rpc_line(id: u64, method: &str, params: &[u8]) -> Vec<u8> {
@@ -1390,7 +1346,7 @@ fn a_second_daemon_on_the_same_database_is_refused_and_the_first_serves_on() {
     let db = TestDb::new();
     let seed = seed(&db);
     let pid = daemon_pid(&db);
-    let sock = socket_of(&db);
+    let sock = socket_path(&db).expect("the daemon's socket");
     let other_runtime = db.tmp.path().join("run-second");
     for runtime in [db.runtime_dir(), other_runtime.clone()] {
         let r = second_daemon(&db, &runtime);
@@ -1498,7 +1454,7 @@ fn runtime_folders_and_sockets_of_another_user_or_with_wrong_modes() {
         // A stale socket of another user where this database's socket goes: replaced.
         let own = db.runtime_dir();
         db.status();
-        let sock = socket_of(&db);
+        let sock = socket_path(&db).expect("the daemon's socket");
         db.stop_daemon();
         let stale = UnixListener::bind(&sock).unwrap();
         drop(stale);
@@ -1526,7 +1482,7 @@ fn runtime_folders_and_sockets_of_another_user_or_with_wrong_modes() {
         let recorded = std::fs::read_to_string(db.dir.join("daemon.endpoint")).unwrap();
         assert_eq!(
             Path::new(recorded.trim()),
-            socket_of(&db),
+            socket_path(&db).expect("the daemon's socket"),
             "the real daemon's record"
         );
     }

@@ -19,6 +19,47 @@ pub fn socket_path(db: &TestDb) -> Option<PathBuf> {
         .find(|p| p.extension().is_some_and(|e| e == "sock"))
 }
 
+/// A raw JSON-RPC connection to the daemon: lines of any bytes out, JSON lines back.
+pub struct Raw {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Raw {
+    pub fn connect(db: &TestDb) -> Raw {
+        let s = UnixStream::connect(socket_path(db).expect("the daemon's socket")).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        Raw {
+            writer: s.try_clone().unwrap(),
+            reader: BufReader::new(s),
+        }
+    }
+
+    /// Send `bytes` and a newline (errors ignored: the daemon may hang up on an oversized line).
+    pub fn send(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes);
+        let _ = self.writer.write_all(b"\n");
+    }
+
+    /// The next line as JSON; None when the daemon closed the connection.
+    pub fn read(&mut self) -> Option<Value> {
+        let mut buf = String::new();
+        match self.reader.read_line(&mut buf) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(serde_json::from_str(&buf).expect("the daemon answers JSON")),
+        }
+    }
+
+    pub fn call(&mut self, bytes: &[u8]) -> Value {
+        self.send(bytes);
+        self.read().expect("an answer")
+    }
+
+    pub fn call_json(&mut self, request: Value) -> Value {
+        self.call(request.to_string().as_bytes())
+    }
+}
+
 /// Whether any thread of `pid` still runs (the leader turns zombie before its threads end; a
 /// zombie has released every file and lock).
 pub fn alive(pid: u32) -> bool {
