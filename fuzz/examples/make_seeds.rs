@@ -223,7 +223,11 @@ fn mcp(dir: &Path) {
                 "learn",
                 json!({"content": "MCP learned fact", "tags": ["mcp"]}),
             ),
-            tool(4, "recall", json!({"kbids": ["0123456789abcdefghjkmnpqrs"], "depth": 1})),
+            tool(
+                4,
+                "recall",
+                json!({"kbids": ["0123456789abcdefghjkmnpqrs"], "depth": 1}),
+            ),
             tool(5, "content", json!({"ids": ["guides/setup"]})),
             tool(6, "status", json!({})),
         ]),
@@ -256,7 +260,11 @@ fn mcp(dir: &Path) {
                 "prompts/get",
                 json!({"name": "summarize", "arguments": {"docid": "guides/setup", "style": "{{docid}}"}}),
             ),
-            req(3, "resources/read", json!({"uri": "kbdb://document/stories/login/sections/Acceptance%20Criteria"})),
+            req(
+                3,
+                "resources/read",
+                json!({"uri": "kbdb://document/stories/login/sections/Acceptance%20Criteria"}),
+            ),
             req(4, "resources/list", json!({"cursor": "100"})),
             req(
                 5,
@@ -372,7 +380,9 @@ fn layout(dir: &Path, tmp: &Path) {
     // One document and its sections only, and a layout with problems.
     let mut small = Vec::new();
     for (rel, bytes) in &files {
-        if rel == "catalog.toml" || rel.starts_with("sections/") || rel == "documents/epics/auth.toml"
+        if rel == "catalog.toml"
+            || rel.starts_with("sections/")
+            || rel == "documents/epics/auth.toml"
         {
             small.extend_from_slice(format!("@@ {rel}\n").as_bytes());
             small.extend_from_slice(bytes);
@@ -407,7 +417,10 @@ fn vectors(dir: &Path) {
     use kbdb::maintenance::vectors_idx::{VectorsIdx, VectorsMeta};
     let mut idx = VectorsIdx::new(4);
     idx.push("0123456789abcdefghjkmnpqrs", vec![1.0, 0.0, -0.5, 2.5]);
-    idx.push("zyxwvtsrqpnmkjhg0123456789", vec![f32::NAN, f32::INFINITY, 0.0, -0.0]);
+    idx.push(
+        "zyxwvtsrqpnmkjhg0123456789",
+        vec![f32::NAN, f32::INFINITY, 0.0, -0.0],
+    );
     write(dir, "two_records.idx", idx.encode().unwrap());
     write(dir, "empty.idx", VectorsIdx::new(384).encode().unwrap());
     let meta = VectorsMeta {
@@ -431,7 +444,8 @@ fn vectors(dir: &Path) {
 }
 
 fn queries(dir: &Path) {
-    let seeds: Vec<(&str, String)> = vec![
+    let seeds: Vec<(&str, String)> =
+        vec![
         ("words", "tokio runtime login".into()),
         ("phrase", "\"acceptance criteria\" session -lock".into()),
         ("identifiers", "snake_case_name CamelCaseIdent kebab-case x.y::z".into()),
