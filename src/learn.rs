@@ -12,7 +12,6 @@ use crate::model::validate::*;
 use crate::model::{LearnRequest, LearnResult, NearDuplicate, kbid};
 use crate::store::txn::WriteTables;
 use crate::text::{preprocess, shingles};
-use redb::ReadableTable;
 
 /// A validated section, ready to be written.
 pub(crate) struct Prepared {
@@ -33,6 +32,8 @@ pub(crate) struct Prepared {
     /// write transaction (the daemon prepares on each client's thread, in parallel).
     bands: Option<(shingles::ShingleSet, [u64; near_dup::BANDS])>,
     markers: Vec<crate::text::markers::Marker>,
+    /// Near duplicates already looked for outside the write transaction (`scan_near_duplicates`).
+    near: Option<NearScan>,
     /// Append to the docid's manifest (false when the caller sets the whole manifest itself,
     /// as `learn_document` does).
     pub(crate) attach: bool,
@@ -140,6 +141,7 @@ pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
         checksum: kbid::hex(&digest),
         bands,
         markers,
+        near: None,
         section_type,
         bytes,
         title,
@@ -292,7 +294,11 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             created_at = t.now().to_string();
             if let Some((mine, keys)) = &p.bands {
                 let keys = *keys;
-                near_duplicates = find_near_duplicates(t, &p, mine, &keys)?;
+                near_duplicates = match &p.near {
+                    Some(scan) => complete_scan(t, &p, scan, mine, &keys)?,
+                    None => None,
+                }
+                .map_or_else(|| find_near_duplicates(t, &p, mine, &keys), Ok)?;
                 if let Some(cache) = t.shingle_cache {
                     cache.insert(&p.kbid, std::sync::Arc::new(mine.clone()));
                 }
@@ -343,7 +349,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         }
         (None, true) => warnings.push("replace_without_source_key".to_string()),
         (Some(key), false) => {
-            if t.kbids_with_source_key(key)?.iter().any(|k| *k != p.kbid) {
+            if t.source_key_taken(key, &p.kbid)? {
                 warnings.push("source_key_exists".to_string());
             }
         }
@@ -366,6 +372,159 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         created_at,
         vector_embedding_failed: false,
     })
+}
+
+/// Near duplicates found before the write transaction and where the band index stood then.
+#[derive(Debug)]
+pub(crate) struct NearScan {
+    point: near_dup::ScanPoint,
+    found: Vec<NearDuplicate>,
+}
+
+impl Prepared {
+    /// The near duplicates its scan found before the transaction (None: not scanned).
+    #[cfg(test)]
+    pub(crate) fn scanned(&self) -> Option<Vec<String>> {
+        let scan = self.near.as_ref()?;
+        Some(scan.found.iter().map(|d| d.kbid.clone()).collect())
+    }
+}
+
+/// The candidates of a prepared learn in the committed band index (those sharing the most
+/// bands, at most `MAX_CANDIDATES`) and where the index stood: the first half of a scan made
+/// outside the write transaction, while the index is locked for reading.
+pub(crate) fn scan_candidates(
+    p: &Prepared,
+    index: &near_dup::BandIndex,
+) -> Option<(near_dup::ScanPoint, Vec<String>)> {
+    let (_, keys) = p.bands.as_ref()?;
+    let mut ranked: Vec<(u32, &str)> = index
+        .sharing(keys, near_dup::MIN_SHARED_BANDS)
+        .into_iter()
+        .filter(|(k, _)| *k != p.kbid)
+        .map(|(k, n)| (n, k))
+        .collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    ranked.truncate(near_dup::MAX_CANDIDATES);
+    Some((
+        index.scan_point(),
+        ranked.into_iter().map(|(_, k)| k.to_string()).collect(),
+    ))
+}
+
+/// The second half, with the index unlocked: the exact similarity of each candidate. The daemon
+/// does this on each client's thread, so the one writer only completes the scan with the
+/// sections committed since (`complete_scan`). `load` reads a candidate's content (None: gone).
+pub(crate) fn scan_near_duplicates(
+    p: &mut Prepared,
+    point: near_dup::ScanPoint,
+    candidates: Vec<String>,
+    cache: &near_dup::ShingleCache,
+    mut load: impl FnMut(&str) -> Result<Option<Vec<u8>>>,
+) -> Result<()> {
+    let Some((mine, _)) = &p.bands else {
+        return Ok(());
+    };
+    let mut found = Vec::new();
+    for c in candidates {
+        if let Some(sim) = similarity(mine, &c, Some(cache), &mut load)? {
+            found.push(NearDuplicate {
+                kbid: c,
+                similarity: sim,
+            });
+        }
+    }
+    p.near = Some(NearScan { point, found });
+    Ok(())
+}
+
+/// The Jaccard similarity of `mine` to section `c` when it reaches the near-duplicate threshold
+/// (rounded to 3 decimals); None below it or when `c` is gone.
+fn similarity(
+    mine: &shingles::ShingleSet,
+    c: &str,
+    cache: Option<&near_dup::ShingleCache>,
+    load: &mut impl FnMut(&str) -> Result<Option<Vec<u8>>>,
+) -> Result<Option<f64>> {
+    let theirs = match cache.and_then(|cache| cache.get(c)) {
+        Some(set) => set,
+        None => {
+            let Some(bytes) = load(c)? else {
+                return Ok(None);
+            };
+            let set =
+                std::sync::Arc::new(shingles::shingle_hashes(&String::from_utf8_lossy(&bytes)));
+            if let Some(cache) = cache {
+                cache.insert(c, set.clone());
+            }
+            set
+        }
+    };
+    let sim = shingles::jaccard(mine, &theirs);
+    Ok((sim >= near_dup::THRESHOLD).then(|| (sim * 1000.0).round() / 1000.0))
+}
+
+/// Complete a scan made before the transaction: keep what it found that still exists, and check
+/// the sections committed since and those added earlier in this transaction. None when the scan
+/// cannot be completed (another band index, or too many additions since): look again.
+fn complete_scan(
+    t: &WriteTables<'_>,
+    p: &Prepared,
+    scan: &NearScan,
+    mine: &shingles::ShingleSet,
+    keys: &[u64; near_dup::BANDS],
+) -> Result<Option<Vec<NearDuplicate>>> {
+    let Some(index) = t.band_index else {
+        return Ok(None);
+    };
+    let Some(since) = index.sharing_since(scan.point, keys, near_dup::MIN_SHARED_BANDS) else {
+        return Ok(None);
+    };
+    let mut out: Vec<NearDuplicate> = scan
+        .found
+        .iter()
+        .filter(|d| index.contains(&d.kbid) && !removed_in(t, &d.kbid))
+        .cloned()
+        .collect();
+    let mut ranked: Vec<(u32, &str)> = since
+        .into_iter()
+        .filter(|(k, _)| !removed_in(t, k))
+        .map(|(k, n)| (n, k))
+        .collect();
+    if !t.pending_bands.is_empty() {
+        ranked.extend(
+            t.pending_bands
+                .sharing(keys, near_dup::MIN_SHARED_BANDS)
+                .into_iter()
+                .map(|(k, n)| (n, k)),
+        );
+    }
+    ranked.retain(|(_, k)| *k != p.kbid && !out.iter().any(|d| d.kbid == *k));
+    ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
+    ranked.dedup_by(|later, first| later.1 == first.1);
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    ranked.truncate(near_dup::MAX_CANDIDATES);
+    let mut load = |c: &str| t.content(c);
+    for (_, c) in ranked {
+        if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
+            out.push(NearDuplicate {
+                kbid: c.to_string(),
+                similarity: sim,
+            });
+        }
+    }
+    sort_near_duplicates(&mut out);
+    out.truncate(near_dup::MAX_CANDIDATES);
+    Ok(Some(out))
+}
+
+/// Whether this transaction removed `kbid` (and did not add it again).
+fn removed_in(t: &WriteTables<'_>, kbid: &str) -> bool {
+    t.band_changes.iter().rev().find_map(|c| match c {
+        near_dup::BandChange::Remove(k, _) if k == kbid => Some(true),
+        near_dup::BandChange::Add(k, _) if k == kbid => Some(false),
+        _ => None,
+    }) == Some(true)
 }
 
 fn find_near_duplicates(
@@ -397,49 +556,30 @@ fn find_near_duplicates(
         ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
         ranked.dedup_by(|later, first| later.1 == first.1);
     }
-    ranked.retain(|(_, k)| *k != p.kbid);
-    if ranked.is_empty() {
-        return Ok(Vec::new());
-    }
+    // Still there? A batch may have unlearned it.
+    ranked.retain(|(_, k)| *k != p.kbid && !removed_in(t, k));
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let candidates: Vec<String> = ranked
-        .into_iter()
-        .take(near_dup::MAX_CANDIDATES)
-        .map(|(_, k)| k.to_string())
-        .collect();
+    ranked.truncate(near_dup::MAX_CANDIDATES);
     let mut out = Vec::new();
-    for c in candidates {
-        let cached = t.shingle_cache.and_then(|cache| cache.get(&c));
-        let theirs = match cached {
-            // Still there (a batch may have unlearned it)? The row, not its bytes, says so.
-            Some(set) if t.content.get(c.as_str())?.is_some() => set,
-            Some(_) => continue,
-            None => {
-                let Some(bytes) = t.content(&c)? else {
-                    continue;
-                };
-                let set =
-                    std::sync::Arc::new(shingles::shingle_hashes(&String::from_utf8_lossy(&bytes)));
-                if let Some(cache) = t.shingle_cache {
-                    cache.insert(&c, set.clone());
-                }
-                set
-            }
-        };
-        let sim = shingles::jaccard(mine, &theirs);
-        if sim >= near_dup::THRESHOLD {
+    let mut load = |c: &str| t.content(c);
+    for (_, c) in ranked {
+        if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
             out.push(NearDuplicate {
-                kbid: c,
-                similarity: (sim * 1000.0).round() / 1000.0,
+                kbid: c.to_string(),
+                similarity: sim,
             });
         }
     }
-    out.sort_by(|a, b| {
+    sort_near_duplicates(&mut out);
+    Ok(out)
+}
+
+fn sort_near_duplicates(found: &mut [NearDuplicate]) {
+    found.sort_by(|a, b| {
         b.similarity
             .total_cmp(&a.similarity)
             .then(a.kbid.cmp(&b.kbid))
     });
-    Ok(out)
 }
 
 /// Store a section exactly as described by `rec` (an import): content, tags, source key,

@@ -56,9 +56,10 @@ pub struct Kb {
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
     lexical: Mutex<LexicalIndex>,
     /// The near-duplicate band index, derived from `minhash_sigs` and loaded on first use. Write
-    /// paths that change bands lock it before starting their transaction (never the other way
-    /// round) and apply their changes after the commit.
-    bands: Mutex<Option<index::near_dup::BandIndex>>,
+    /// paths that change bands take their turn before starting their transaction (never the
+    /// other way round) and apply their changes after the commit; near-duplicate scans made
+    /// before a transaction (`prepare_write`) read it in between.
+    bands: index::near_dup::SharedBands,
     /// Shingle sets of recent sections (near-duplicate checks; never stale: kbids name content).
     shingles: index::near_dup::ShingleCache,
     /// The store generation the band index was loaded at (a reopen may make it stale).
@@ -142,7 +143,7 @@ impl Kb {
                 dir,
                 config,
                 lexical,
-                bands: Mutex::new(None),
+                bands: Default::default(),
                 shingles: Default::default(),
                 bands_generation: AtomicU64::new(0),
                 vectors: Default::default(),
@@ -222,7 +223,37 @@ impl Kb {
     /// markers), outside any transaction: the daemon does this on each client's thread, so the
     /// single writer only applies.
     pub fn prepare_write(&self, op: WriteOp) -> Result<PreparedWrite> {
-        writes::prepare(op, &self.config.limits).map(PreparedWrite)
+        let mut op = writes::prepare(op, &self.config.limits)?;
+        if let writes::PreparedOp::Learn(p) = &mut op {
+            self.scan_near_duplicates(p);
+        }
+        Ok(PreparedWrite(op))
+    }
+
+    /// Look for a learn's near duplicates before its transaction, so that the writer only
+    /// completes the scan with what was committed since (the daemon runs this on each client's
+    /// thread, in parallel, instead of on the one writer). A scan that cannot be made (the
+    /// band index not loaded yet, a read failing) is left to the writer.
+    fn scan_near_duplicates(&self, p: &mut learn::Prepared) {
+        let Some((point, candidates)) = self
+            .bands
+            .read()
+            .and_then(|index| learn::scan_candidates(p, index.as_ref()?))
+        else {
+            return;
+        };
+        let mut table = None;
+        let load = |kbid: &str| -> Result<Option<Vec<u8>>> {
+            if table.is_none() {
+                let txn = self.db()?.begin_read()?;
+                table = Some(txn.open_table(store::tables::CONTENT)?);
+            }
+            let content = table.as_ref().expect("opened above");
+            Ok(content.get(kbid)?.map(|g| g.value().to_vec()))
+        };
+        if let Err(e) = learn::scan_near_duplicates(p, point, candidates, &self.shingles, load) {
+            tracing::debug!("near-duplicate scan left to the writer: {e}");
+        }
     }
 
     /// Apply prepared writes in one durable transaction (see `write_group`); the lexical index
@@ -240,12 +271,12 @@ impl Kb {
                 .map(Err)
                 .collect());
         }
-        let mut bands = self.band_index()?;
+        let bands = self.band_index()?;
         let txn = self.begin_write()?;
         let mut out = Vec::with_capacity(prepared.len());
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
-            t.band_index = bands.as_ref();
+            t.band_index = bands.get();
             t.shingle_cache = Some(&self.shingles);
             for p in prepared {
                 out.push(match p {
@@ -258,9 +289,7 @@ impl Kb {
         };
         if out.iter().flatten().any(|o| o.changed_something()) {
             txn.commit()?;
-            if let Some(b) = bands.as_mut() {
-                b.apply(&changes);
-            }
+            bands.apply(&changes);
         } else {
             txn.abort()?;
         }
@@ -511,7 +540,7 @@ impl Kb {
         keep: impl Fn(&model::records::DocumentRecord) -> bool,
     ) -> Result<bool> {
         model::kbid::validate_kbid("kbid", kbid)?;
-        let mut bands = self.bands_lock()?;
+        let bands = self.bands_lock()?;
         let txn = self.begin_write()?;
         let (removed, changes) = {
             let mut t = WriteTables::open(&txn, now())?;
@@ -536,10 +565,7 @@ impl Kb {
             return Ok(false);
         }
         txn.commit()?;
-        if let Some(b) = bands.as_mut() {
-            b.apply(&changes);
-        }
-        drop(bands);
+        bands.apply(&changes);
         self.index_committed_changes();
         Ok(true)
     }
@@ -789,7 +815,7 @@ impl Kb {
         start: Instant,
     ) -> Result<ImportResult> {
         let bases = maintenance::import::reference_bases(&plan.documents);
-        let mut bands = self.bands_lock()?;
+        let bands = self.bands_lock()?;
         let txn = self.begin_write()?;
         let mut result = ImportResult {
             path: path.display().to_string(),
@@ -837,10 +863,7 @@ impl Kb {
             result.synonyms_imported += 1;
         }
         txn.commit()?;
-        if let Some(b) = bands.as_mut() {
-            b.apply(&changes);
-        }
-        drop(bands);
+        bands.apply(&changes);
         self.index_committed_changes();
         if let Some(models) = &plan.models {
             self.models_load(models)?;
@@ -918,7 +941,7 @@ impl Kb {
     /// `gc`: remove sections no document holds that were not learned on their own.
     pub fn gc(&self) -> Result<GcResult> {
         let start = Instant::now();
-        let mut bands = self.bands_lock()?;
+        let bands = self.bands_lock()?;
         let txn = self.begin_write()?;
         let (removed_sections, removed_bytes, changes) = {
             let mut t = WriteTables::open(&txn, now())?;
@@ -928,10 +951,7 @@ impl Kb {
         };
         if removed_sections > 0 {
             txn.commit()?;
-            if let Some(b) = bands.as_mut() {
-                b.apply(&changes);
-            }
-            drop(bands);
+            bands.apply(&changes);
             self.index_committed_changes();
         } else {
             txn.abort()?;
@@ -994,24 +1014,21 @@ impl Kb {
         }
     }
 
-    fn bands_lock(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
-        let mut guard = self
-            .bands
-            .lock()
-            .map_err(|_| KbError::Storage("band index lock poisoned by an earlier panic".into()))?;
+    fn bands_lock(&self) -> Result<index::near_dup::BandWriter<'_>> {
+        let mut writer = self.bands.writer()?;
         // After a reopen the store may hold a commit that reported a failure (its fsync failed
         // after its data was written): reload the bands from the store.
         let generation = self.store.generation();
         if self.bands_generation.swap(generation, Ordering::AcqRel) != generation {
-            *guard = None;
+            writer.set(None)?;
         }
-        Ok(guard)
+        Ok(writer)
     }
 
     /// The band index, loaded from `minhash_sigs` on first use (call before `begin_write`).
-    fn band_index(&self) -> Result<MutexGuard<'_, Option<index::near_dup::BandIndex>>> {
-        let mut guard = self.bands_lock()?;
-        if guard.is_none() {
+    fn band_index(&self) -> Result<index::near_dup::BandWriter<'_>> {
+        let mut writer = self.bands_lock()?;
+        if writer.get().is_none() {
             let txn = self.db()?.begin_read()?;
             let sigs = txn.open_table(store::tables::MINHASH_SIGS)?;
             let mut index = index::near_dup::BandIndex::default();
@@ -1021,9 +1038,9 @@ impl Kb {
                     index.add(k.value(), &keys);
                 }
             }
-            *guard = Some(index);
+            writer.set(Some(index))?;
         }
-        Ok(guard)
+        Ok(writer)
     }
 
     /// The database for reading (reopened after an I/O failure: src/store/handle.rs).
@@ -1314,6 +1331,69 @@ mod tests {
             "the `?` and `.` versions remain"
         );
         assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
+    }
+
+    /// The daemon looks for near duplicates on the client's thread before the write is queued;
+    /// what the writer commits in between (or what this transaction unlearns) must still count.
+    #[test]
+    fn a_scan_made_before_the_transaction_is_completed_with_what_was_committed_since() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+        let old = kb.learn(LearnRequest::text(base)).unwrap().kbid;
+        let learn = |text: String| WriteOp::Learn(LearnRequest::text(text));
+        let kbids = |r: &LearnResult| -> Vec<String> {
+            r.near_duplicates.iter().map(|n| n.kbid.clone()).collect()
+        };
+
+        // Prepared (scanned) first; a near duplicate is committed before it is applied.
+        let waiting = kb.prepare_write(learn(format!("{base}!"))).unwrap();
+        let writes::PreparedOp::Learn(p) = &waiting.0 else {
+            panic!("a learn")
+        };
+        assert_eq!(
+            p.scanned(),
+            Some(vec![old.clone()]),
+            "scanned when prepared"
+        );
+        let between = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+        assert_eq!(kbids(&between), std::slice::from_ref(&old));
+        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
+            panic!("{:?}", out[0].as_ref().err())
+        };
+        let mut found = kbids(r);
+        found.sort();
+        let mut want = vec![old.clone(), between.kbid.clone()];
+        want.sort();
+        assert_eq!(
+            found, want,
+            "the scan's find and the section committed since"
+        );
+
+        // Found by the scan, then unlearned (committed, or earlier in the same transaction).
+        let waiting = kb.prepare_write(learn(format!("{base}."))).unwrap();
+        kb.unlearn(&old).unwrap();
+        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
+            panic!("{:?}", out[0].as_ref().err())
+        };
+        assert!(!kbids(r).contains(&old), "{:?}", kbids(r));
+        assert!(kbids(r).contains(&between.kbid));
+        let waiting = kb.prepare_write(learn(format!("{base};"))).unwrap();
+        let unlearn = kb
+            .prepare_write(WriteOp::Unlearn {
+                kbid: between.kbid.clone(),
+            })
+            .unwrap();
+        let out = kb
+            .write_prepared_unindexed(vec![Ok(unlearn), Ok(waiting)])
+            .unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+            panic!("{:?}", out[1].as_ref().err())
+        };
+        assert!(!kbids(r).contains(&between.kbid), "{:?}", kbids(r));
+        assert!(!kbids(r).is_empty(), "the `!` and `.` versions remain");
     }
 
     #[test]

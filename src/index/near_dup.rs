@@ -211,6 +211,49 @@ mod tests {
         }
         assert_eq!(index.band(9).count(), PER_BAND);
     }
+
+    #[test]
+    fn sharing_since_lists_the_sections_added_after_a_scan_point() {
+        let mut index = BandIndex::default();
+        let keys = |x: u64| -> [u64; BANDS] { std::array::from_fn(|i| x * 100 + i as u64) };
+        let mut near = keys(1);
+        near[..4].copy_from_slice(&[7, 8, 9, 10]);
+        index.add("old", &keys(1));
+        let point = index.scan_point();
+        assert_eq!(index.sharing_since(point, &keys(1), 2), Some(vec![]));
+        index.add("far", &keys(2));
+        index.add("near", &near);
+        index.add("same", &keys(1));
+        let mut got = index.sharing_since(point, &keys(1), 2).unwrap();
+        got.sort();
+        assert_eq!(
+            got,
+            [("near", 12), ("same", 16)],
+            "not `old` (before), not `far`"
+        );
+        // Removed since: gone; its number given to another: listed once, with its own keys.
+        index.remove("same", &keys(1));
+        index.add("reuse", &keys(3));
+        assert_eq!(
+            index.sharing_since(point, &keys(1), 2).unwrap(),
+            [("near", 12)]
+        );
+        assert_eq!(
+            index.sharing_since(point, &keys(3), 2).unwrap(),
+            [("reuse", 16)]
+        );
+        // Another index (loaded again) or more additions than remembered: cannot complete.
+        assert_eq!(BandIndex::default().sharing_since(point, &keys(1), 2), None);
+        for i in 0..RECENT as u64 {
+            index.add(&format!("s{i}"), &keys(10 + i));
+        }
+        assert_eq!(index.sharing_since(point, &keys(1), 2), None);
+        assert!(
+            index
+                .sharing_since(index.scan_point(), &keys(1), 2)
+                .is_some()
+        );
+    }
 }
 
 /// The band keys of a section as stored (`minhash_sigs`): 16 little-endian u64.
@@ -236,19 +279,115 @@ pub enum BandChange {
     Remove(String, [u64; BANDS]),
 }
 
+/// The band index as the knowledge base shares it: write paths take turns, each holding its turn
+/// for a whole transaction and changing the index only after its commit, while near-duplicate
+/// scans made outside any transaction (the daemon's client threads) read it in between.
+#[derive(Default)]
+pub struct SharedBands {
+    turn: std::sync::Mutex<()>,
+    index: std::sync::RwLock<Option<BandIndex>>,
+}
+
+fn poisoned<T>(_: T) -> crate::error::KbError {
+    crate::error::KbError::Storage("band index lock poisoned by an earlier panic".into())
+}
+
+impl SharedBands {
+    /// A write path's turn (call before beginning the write transaction, never after).
+    pub fn writer(&self) -> crate::error::Result<BandWriter<'_>> {
+        let turn = self.turn.lock().map_err(poisoned)?;
+        let read = self.index.read().map_err(poisoned)?;
+        Ok(BandWriter {
+            _turn: turn,
+            shared: self,
+            read: Some(read),
+        })
+    }
+
+    /// The index for a scan (None: poisoned or not loaded yet; the writer then looks itself).
+    pub fn read(&self) -> Option<std::sync::RwLockReadGuard<'_, Option<BandIndex>>> {
+        self.index.read().ok()
+    }
+}
+
+/// A write path's turn on the band index: it reads the index during its transaction and applies
+/// its changes once committed.
+pub struct BandWriter<'a> {
+    _turn: std::sync::MutexGuard<'a, ()>,
+    shared: &'a SharedBands,
+    read: Option<std::sync::RwLockReadGuard<'a, Option<BandIndex>>>,
+}
+
+impl BandWriter<'_> {
+    pub fn get(&self) -> Option<&BandIndex> {
+        self.read.as_ref().and_then(|r| r.as_ref())
+    }
+
+    /// Replace the index (None: load it again on next use).
+    pub fn set(&mut self, index: Option<BandIndex>) -> crate::error::Result<()> {
+        self.read = None;
+        *self.shared.index.write().map_err(poisoned)? = index;
+        self.read = Some(self.shared.index.read().map_err(poisoned)?);
+        Ok(())
+    }
+
+    /// Apply a committed transaction's changes and end the turn.
+    pub fn apply(mut self, changes: &[BandChange]) {
+        self.read = None;
+        if let Ok(mut index) = self.shared.index.write()
+            && let Some(index) = index.as_mut()
+        {
+            index.apply(changes);
+        }
+    }
+}
+
 /// The LSH band index in memory: band key → sections. Derived from the `minhash_sigs` table
 /// (one row per section instead of sixteen scattered B-tree rows, which dominated the cost of
 /// a write), loaded on first use and kept in step with committed writes. Sections are held by
 /// a small number in the bands, so counting a new section's shared bands (up to 16 ×
 /// `PER_BAND` entries per write, on the writer's critical path) sorts integers instead of
 /// hashing and comparing 64-character kbids.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BandIndex {
     map: HashMap<u64, Vec<u32>>,
     /// Number → kbid ("" for a free number).
     names: Vec<String>,
     numbers: HashMap<String, u32>,
     free: Vec<u32>,
+    /// Tells this index from one loaded again (a scan made against another is not continued).
+    id: u64,
+    /// How many sections were ever added to this index.
+    adds: u64,
+    /// The latest additions (at most `RECENT`): add count after it, number, band keys. A scan
+    /// made outside the writer (`Scan`) is completed with the sections added since.
+    recent: std::collections::VecDeque<(u64, u32, [u64; BANDS])>,
+}
+
+/// Additions `BandIndex` remembers for completing scans made before them.
+const RECENT: usize = 4096;
+
+impl Default for BandIndex {
+    fn default() -> Self {
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        BandIndex {
+            map: HashMap::new(),
+            names: Vec::new(),
+            numbers: HashMap::new(),
+            free: Vec::new(),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            adds: 0,
+            recent: std::collections::VecDeque::new(),
+        }
+    }
+}
+
+/// Where a near-duplicate scan of the band index stood: the index it read and how many sections
+/// had been added to it. The writer completes the scan with the sections added since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanPoint {
+    id: u64,
+    adds: u64,
 }
 
 impl BandIndex {
@@ -273,6 +412,11 @@ impl BandIndex {
                 n
             }
         };
+        self.adds += 1;
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((self.adds, n, *keys));
         for (i, k) in keys.iter().enumerate() {
             if !keys[..i].contains(k) {
                 self.map.entry(*k).or_default().push(n);
@@ -307,6 +451,52 @@ impl BandIndex {
 
     pub fn is_empty(&self) -> bool {
         self.numbers.is_empty()
+    }
+
+    /// Whether `kbid` is in the index (a committed section with band keys).
+    pub fn contains(&self, kbid: &str) -> bool {
+        self.numbers.contains_key(kbid)
+    }
+
+    /// Where a scan made now stands.
+    pub fn scan_point(&self) -> ScanPoint {
+        ScanPoint {
+            id: self.id,
+            adds: self.adds,
+        }
+    }
+
+    /// The sections added after `point` that are still here, each with how many of the bands
+    /// `keys` it shares (counted like `sharing`), those sharing at least `min`; None when `point`
+    /// belongs to another index or the additions since are no longer all remembered.
+    pub fn sharing_since(
+        &self,
+        point: ScanPoint,
+        keys: &[u64; BANDS],
+        min: u32,
+    ) -> Option<Vec<(&str, u32)>> {
+        if point.id != self.id || point.adds > self.adds {
+            return None;
+        }
+        let since = (self.adds - point.adds) as usize;
+        if since > self.recent.len() {
+            return None;
+        }
+        let mut out: Vec<(&str, u32)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        // Newest first: a number freed and given again names its latest section, whose keys
+        // are those of its latest entry.
+        for (_, n, theirs) in self.recent.iter().rev().take(since) {
+            let name = self.names[*n as usize].as_str();
+            if !seen.insert(*n) || name.is_empty() {
+                continue;
+            }
+            let shared = keys.iter().filter(|k| theirs.contains(k)).count() as u32;
+            if shared >= min {
+                out.push((name, shared));
+            }
+        }
+        Some(out)
     }
 
     /// The sections of band `key` (at most `PER_BAND`).

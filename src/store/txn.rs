@@ -158,6 +158,17 @@ impl<'t> WriteTables<'t> {
         multimap_values(&self.source_keys, key)
     }
 
+    /// Whether a section other than `kbid` has the source key `key` (reads at most two rows:
+    /// a title learned thousands of times has as many).
+    pub fn source_key_taken(&self, key: &str, kbid: &str) -> Result<bool> {
+        for v in self.source_keys.get(key)? {
+            if v?.value() != kbid {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Append a change to the log; returns its sequence number.
     pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<u64> {
         let seq = self.next_seq;
