@@ -5,7 +5,7 @@
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecord, decode};
+use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT, MINHASH_BANDS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {

@@ -7,7 +7,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::index::near_dup::encode_keys;
-use crate::model::records::{SectionRecord, decode};
+use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT, MINHASH_BANDS, MINHASH_SIGS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {

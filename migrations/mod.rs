@@ -11,6 +11,7 @@ mod m0005_minhash_sigs;
 mod m0006_vectors;
 mod m0007_collection;
 mod m0008_sync;
+mod m0009_section_bands;
 
 use redb::WriteTransaction;
 
@@ -62,5 +63,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 8,
         name: "sync",
         apply: m0008_sync::apply,
+    },
+    Migration {
+        version: 9,
+        name: "section_bands",
+        apply: m0009_section_bands::apply,
     },
 ];

@@ -302,8 +302,6 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 if let Some(cache) = t.shingle_cache {
                     cache.insert(&p.kbid, std::sync::Arc::new(mine.clone()));
                 }
-                t.minhash_sigs
-                    .insert(p.kbid.as_str(), near_dup::encode_keys(&keys).as_slice())?;
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_changes
                     .push(near_dup::BandChange::Add(p.kbid.clone(), keys));
@@ -320,6 +318,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 size: p.bytes.len() as u64,
                 standalone: p.docid.is_none(),
                 terms_count: p.terms_count,
+                bands: p.bands.as_ref().map(|(_, keys)| *keys),
             };
             t.put_section(&p.kbid, &rec)?;
             t.content.insert(p.kbid.as_str(), p.bytes.as_slice())?;
@@ -589,7 +588,7 @@ fn sort_near_duplicates(found: &mut [NearDuplicate]) {
 pub(crate) fn insert_stored(
     t: &mut WriteTables<'_>,
     kbid: &str,
-    rec: SectionRecord,
+    mut rec: SectionRecord,
     bytes: &[u8],
     base: Option<&str>,
 ) -> Result<bool> {
@@ -612,9 +611,8 @@ pub(crate) fn insert_stored(
         }
         return Ok(false);
     }
-    if let Some(keys) = band_keys_of(&rec.section_type, bytes) {
-        t.minhash_sigs
-            .insert(kbid, near_dup::encode_keys(&keys).as_slice())?;
+    rec.bands = band_keys_of(&rec.section_type, bytes);
+    if let Some(keys) = rec.bands {
         t.band_changes
             .push(near_dup::BandChange::Add(kbid.to_string(), keys));
     }

@@ -55,7 +55,7 @@ pub struct Kb {
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
     lexical: Mutex<LexicalIndex>,
-    /// The near-duplicate band index, derived from `minhash_sigs` and loaded on first use. Write
+    /// The near-duplicate band index, derived from the section records and loaded on first use. Write
     /// paths that change bands take their turn before starting their transaction (never the
     /// other way round) and apply their changes after the commit; near-duplicate scans made
     /// before a transaction (`prepare_write`) read it in between.
@@ -1025,16 +1025,19 @@ impl Kb {
         Ok(writer)
     }
 
-    /// The band index, loaded from `minhash_sigs` on first use (call before `begin_write`).
+    /// The band index, loaded from the section records on first use (call before
+    /// `begin_write`).
     fn band_index(&self) -> Result<index::near_dup::BandWriter<'_>> {
         let mut writer = self.bands_lock()?;
         if writer.get().is_none() {
             let txn = self.db()?.begin_read()?;
-            let sigs = txn.open_table(store::tables::MINHASH_SIGS)?;
+            let sections = txn.open_table(store::tables::SECTIONS)?;
             let mut index = index::near_dup::BandIndex::default();
-            for row in redb::ReadableTable::iter(&sigs)? {
+            for row in redb::ReadableTable::iter(&sections)? {
                 let (k, v) = row?;
-                if let Some(keys) = index::near_dup::decode_keys(v.value()) {
+                let rec: model::records::SectionRecord =
+                    model::records::decode("sections", k.value(), v.value())?;
+                if let Some(keys) = rec.bands {
                     index.add(k.value(), &keys);
                 }
             }
@@ -1095,7 +1098,8 @@ fn elapsed_ms(start: Instant) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use redb::{ReadableDatabase, ReadableTableMetadata};
+    use base64::Engine;
+    use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
     use super::*;
     use crate::store::tables::*;
@@ -1106,7 +1110,18 @@ mod tests {
         [
             mm(TAGS),
             mm(SOURCE_KEYS),
-            txn.open_table(MINHASH_SIGS).unwrap().len().unwrap(),
+            // Sections whose record holds band keys (migration 0009).
+            txn.open_table(SECTIONS)
+                .unwrap()
+                .iter()
+                .unwrap()
+                .filter(|row| {
+                    let (k, v) = row.as_ref().unwrap();
+                    let rec: model::records::SectionRecord =
+                        model::records::decode("sections", k.value(), v.value()).unwrap();
+                    rec.bands.is_some()
+                })
+                .count() as u64,
             mm(DOC_SECTIONS),
             mm(SECTION_DOCS),
             txn.open_table(SECTIONS).unwrap().len().unwrap(),
@@ -1210,7 +1225,11 @@ mod tests {
             kb.status().unwrap().schema_version,
             store::migrate::current_version()
         );
-        assert_eq!(rows(&kb)[2], 1, "one signature row per text section");
+        assert_eq!(
+            rows(&kb)[2],
+            1,
+            "band keys in the record of the text section"
+        );
         {
             let txn = kb.db().unwrap().begin_read().unwrap();
             assert!(
@@ -1229,6 +1248,97 @@ mod tests {
             "same words, other bytes: found via the bands"
         );
         assert_eq!(r.near_duplicates[0].similarity, 1.0);
+    }
+
+    #[test]
+    fn migration_9_moves_band_keys_into_the_section_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+        let text = kb.learn(LearnRequest::text(base)).unwrap().kbid;
+        let image = kb
+            .learn(LearnRequest {
+                section_type: Some("image/png".into()),
+                title: Some("pixel".into()),
+                ..LearnRequest::text(base64::engine::general_purpose::STANDARD.encode(
+                    b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89",
+                ))
+            })
+            .unwrap()
+            .kbid;
+        let sections: Vec<(String, model::records::SectionRecord)> = {
+            let txn = kb.db().unwrap().begin_read().unwrap();
+            let t = txn.open_table(SECTIONS).unwrap();
+            [&text, &image]
+                .iter()
+                .map(|k| {
+                    let v = t.get(k.as_str()).unwrap().unwrap();
+                    let rec = model::records::decode("sections", k, v.value()).unwrap();
+                    (k.to_string(), rec)
+                })
+                .collect()
+        };
+        let keys = sections[0].1.bands.expect("a text section has band keys");
+        assert_eq!(sections[1].1.bands, None, "an image has none");
+        drop(kb);
+        {
+            // Pretend the database predates migration 9: records without band keys, the keys
+            // in `minhash_sigs`.
+            let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(META_SCHEMA_VERSION, 8u32.to_le_bytes().as_slice())
+                    .unwrap();
+                let mut t = txn.open_table(SECTIONS).unwrap();
+                for (kbid, rec) in &sections {
+                    let old = model::records::SectionRecordV1 {
+                        section_type: rec.section_type.clone(),
+                        title: rec.title.clone(),
+                        description: rec.description.clone(),
+                        tags: rec.tags.clone(),
+                        source_key: rec.source_key.clone(),
+                        created_at: rec.created_at.clone(),
+                        updated_at: rec.updated_at.clone(),
+                        checksum: rec.checksum.clone(),
+                        size: rec.size,
+                        standalone: rec.standalone,
+                        terms_count: rec.terms_count,
+                    };
+                    t.insert(kbid.as_str(), model::records::encode(&old).as_slice())
+                        .unwrap();
+                }
+                let mut sigs = txn.open_table(MINHASH_SIGS).unwrap();
+                sigs.insert(
+                    text.as_str(),
+                    index::near_dup::encode_keys(&keys).as_slice(),
+                )
+                .unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.status().unwrap().schema_version, 9);
+        {
+            let txn = kb.db().unwrap().begin_read().unwrap();
+            assert!(txn.open_table(MINHASH_SIGS).is_err(), "the table is gone");
+            let t = txn.open_table(SECTIONS).unwrap();
+            for (kbid, rec) in &sections {
+                let v = t.get(kbid.as_str()).unwrap().unwrap();
+                let now: model::records::SectionRecord =
+                    model::records::decode("sections", kbid, v.value()).unwrap();
+                assert_eq!(&now, rec, "every field kept, band keys moved in");
+            }
+        }
+        assert!(kb.check().unwrap().ok);
+        let r = kb.learn(LearnRequest::text(format!("{base}!"))).unwrap();
+        assert_eq!(
+            r.near_duplicates[0].kbid, text,
+            "found through the moved keys"
+        );
+        kb.unlearn(&text).unwrap();
+        let r = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+        assert!(r.near_duplicates.iter().all(|n| n.kbid != text));
     }
 
     #[test]

@@ -11,12 +11,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
     let Some(rec) = t.section(kbid)? else {
         return Ok(false);
     };
-    let _ = &rec;
-    let keys = t
-        .minhash_sigs
-        .remove(kbid)?
-        .and_then(|g| crate::index::near_dup::decode_keys(g.value()));
-    if let Some(keys) = keys {
+    if let Some(keys) = rec.bands {
         t.band_changes
             .push(crate::index::near_dup::BandChange::Remove(
                 kbid.to_string(),

@@ -256,7 +256,8 @@ mod tests {
     }
 }
 
-/// The band keys of a section as stored (`minhash_sigs`): 16 little-endian u64.
+/// The band keys of a section as the `minhash_sigs` table of migrations 0005–0008 held them:
+/// 16 little-endian u64.
 pub fn encode_keys(keys: &[u64; BANDS]) -> Vec<u8> {
     keys.iter().flat_map(|k| k.to_le_bytes()).collect()
 }
@@ -342,9 +343,9 @@ impl BandWriter<'_> {
     }
 }
 
-/// The LSH band index in memory: band key → sections. Derived from the `minhash_sigs` table
-/// (one row per section instead of sixteen scattered B-tree rows, which dominated the cost of
-/// a write), loaded on first use and kept in step with committed writes. Sections are held by
+/// The LSH band index in memory: band key → sections. Derived from the band keys in the
+/// section records (migration 0009; never sixteen scattered B-tree rows per section, which
+/// dominated the cost of a write), loaded on first use and kept in step with committed writes. Sections are held by
 /// a small number in the bands, so counting a new section's shared bands (up to 16 ×
 /// `PER_BAND` entries per write, on the writer's critical path) sorts integers instead of
 /// hashing and comparing 64-character kbids.

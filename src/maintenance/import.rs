@@ -393,6 +393,8 @@ fn read_section(
             size: meta.size,
             standalone: meta.standalone,
             terms_count,
+            // Derived from the content when the section is stored (`learn::insert_stored`).
+            bands: None,
         },
         kbid: meta.kbid,
         bytes,

@@ -23,6 +23,27 @@ pub struct SectionRecord {
     /// Learned at least once without a docid: the user's memory, never collected by gc.
     pub standalone: bool,
     pub terms_count: u64,
+    /// A text section's 16 near-duplicate band keys (one-permutation MinHash; None for images
+    /// and texts without shingles). In the record since migration 0009, so a new section
+    /// touches one random-key row less per commit.
+    pub bands: Option<[u64; 16]>,
+}
+
+/// The layout of a section record before migration 0009 (no band keys), read by the migrations
+/// written for it. Decoding a newer record with it ignores the fields added since.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SectionRecordV1 {
+    pub section_type: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub source_key: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub checksum: String,
+    pub size: u64,
+    pub standalone: bool,
+    pub terms_count: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -40,8 +40,8 @@ pub const REFS_OUT: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("
 /// when it is (migration 0004).
 pub const REFS_IN: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("refs_in");
 
-/// `minhash_sigs`: kbid → its 16 LSH band keys (16 little-endian u64), from which the
-/// near-duplicate band index is built in memory (migration 0005).
+/// `minhash_sigs`: kbid → its 16 LSH band keys (16 little-endian u64) (migrations 0005–0008;
+/// migration 0009 moved them into the section records and deleted the table).
 pub const MINHASH_SIGS: TableDefinition<&str, &[u8]> = TableDefinition::new("minhash_sigs");
 /// `vectors`: kbid → the section's embedding, `dimensions` × f32 little-endian (derived from the
 /// section text by the configured embedding provider; docs/vectors.md).

@@ -19,7 +19,6 @@ pub struct WriteTables<'t> {
     pub tags: MultimapTable<'t, &'static str, &'static str>,
     pub source_keys: MultimapTable<'t, &'static str, &'static str>,
     pub changes: Table<'t, u64, &'static [u8]>,
-    pub minhash_sigs: Table<'t, &'static str, &'static [u8]>,
     /// The committed band index, for near-duplicate lookups (None: not needed by this write).
     pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
     /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
@@ -58,7 +57,6 @@ impl<'t> WriteTables<'t> {
             tags: txn.open_multimap_table(TAGS)?,
             source_keys: txn.open_multimap_table(SOURCE_KEYS)?,
             changes,
-            minhash_sigs: txn.open_table(MINHASH_SIGS)?,
             band_index: None,
             shingle_cache: None,
             band_changes: Vec::new(),
