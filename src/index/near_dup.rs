@@ -348,7 +348,7 @@ impl BandWriter<'_> {
 /// dominated the cost of a write), loaded on first use and kept in step with committed writes. Sections are held by
 /// a small number in the bands, so counting a new section's shared bands (up to 16 ×
 /// `PER_BAND` entries per write, on the writer's critical path) sorts integers instead of
-/// hashing and comparing 64-character kbids.
+/// hashing and comparing 26-character kbids.
 #[derive(Debug)]
 pub struct BandIndex {
     map: HashMap<u64, Vec<u32>>,
