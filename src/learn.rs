@@ -485,11 +485,7 @@ fn complete_scan(
         .filter(|d| index.contains(&d.kbid) && !removed_in(t, &d.kbid))
         .cloned()
         .collect();
-    let mut ranked: Vec<(u32, &str)> = since
-        .into_iter()
-        .filter(|(k, _)| !removed_in(t, k))
-        .map(|(k, n)| (n, k))
-        .collect();
+    let mut ranked: Vec<(u32, &str)> = since.into_iter().map(|(k, n)| (n, k)).collect();
     if !t.pending_bands.is_empty() {
         ranked.extend(
             t.pending_bands
@@ -498,7 +494,24 @@ fn complete_scan(
                 .map(|(k, n)| (n, k)),
         );
     }
-    ranked.retain(|(_, k)| *k != p.kbid && !out.iter().any(|d| d.kbid == *k));
+    check_candidates(t, p, mine, ranked, &mut out)?;
+    out.truncate(near_dup::MAX_CANDIDATES);
+    Ok(Some(out))
+}
+
+/// Compare exactly the candidates sharing the most bands (`ranked`: shared bands, kbid; a kbid
+/// may be listed twice) that are not `p` itself, not already in `out` and not unlearned by this
+/// transaction, at most `MAX_CANDIDATES`; add those at or above the threshold to `out`, most
+/// similar first.
+fn check_candidates(
+    t: &WriteTables<'_>,
+    p: &Prepared,
+    mine: &shingles::ShingleSet,
+    mut ranked: Vec<(u32, &str)>,
+    out: &mut Vec<NearDuplicate>,
+) -> Result<()> {
+    ranked.retain(|(_, k)| *k != p.kbid && !removed_in(t, k) && !out.iter().any(|d| d.kbid == *k));
+    // One removed and learned again in this transaction is listed twice: count it once.
     ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
     ranked.dedup_by(|later, first| later.1 == first.1);
     ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
@@ -512,9 +525,12 @@ fn complete_scan(
             });
         }
     }
-    sort_near_duplicates(&mut out);
-    out.truncate(near_dup::MAX_CANDIDATES);
-    Ok(Some(out))
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(a.kbid.cmp(&b.kbid))
+    });
+    Ok(())
 }
 
 /// Whether this transaction removed `kbid` (and did not add it again).
@@ -551,34 +567,10 @@ fn find_near_duplicates(
                 .into_iter()
                 .map(|(k, n)| (n, k)),
         );
-        // One removed and learned again in this transaction is in both: count it once.
-        ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
-        ranked.dedup_by(|later, first| later.1 == first.1);
     }
-    // Still there? A batch may have unlearned it.
-    ranked.retain(|(_, k)| *k != p.kbid && !removed_in(t, k));
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    ranked.truncate(near_dup::MAX_CANDIDATES);
     let mut out = Vec::new();
-    let mut load = |c: &str| t.content(c);
-    for (_, c) in ranked {
-        if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
-            out.push(NearDuplicate {
-                kbid: c.to_string(),
-                similarity: sim,
-            });
-        }
-    }
-    sort_near_duplicates(&mut out);
+    check_candidates(t, p, mine, ranked, &mut out)?;
     Ok(out)
-}
-
-fn sort_near_duplicates(found: &mut [NearDuplicate]) {
-    found.sort_by(|a, b| {
-        b.similarity
-            .total_cmp(&a.similarity)
-            .then(a.kbid.cmp(&b.kbid))
-    });
 }
 
 /// Store a section exactly as described by `rec` (an import): content, tags, source key,
