@@ -486,14 +486,7 @@ fn complete_scan(
         .cloned()
         .collect();
     let mut ranked: Vec<(u32, &str)> = since.into_iter().map(|(k, n)| (n, k)).collect();
-    if !t.pending_bands.is_empty() {
-        ranked.extend(
-            t.pending_bands
-                .sharing(keys, near_dup::MIN_SHARED_BANDS)
-                .into_iter()
-                .map(|(k, n)| (n, k)),
-        );
-    }
+    ranked.extend(added_in(t, keys));
     check_candidates(t, p, mine, ranked, &mut out)?;
     out.truncate(near_dup::MAX_CANDIDATES);
     Ok(Some(out))
@@ -533,6 +526,18 @@ fn check_candidates(
     Ok(())
 }
 
+/// The sections added earlier in this transaction (not in the band index yet) sharing at least
+/// `MIN_SHARED_BANDS` of `keys`: (shared bands, kbid).
+fn added_in<'a>(
+    t: &'a WriteTables<'_>,
+    keys: &[u64; near_dup::BANDS],
+) -> impl Iterator<Item = (u32, &'a str)> {
+    t.pending_bands
+        .sharing(keys, near_dup::MIN_SHARED_BANDS)
+        .into_iter()
+        .map(|(k, n)| (n, k))
+}
+
 /// Whether this transaction removed `kbid` (and did not add it again).
 fn removed_in(t: &WriteTables<'_>, kbid: &str) -> bool {
     t.band_changes.iter().rev().find_map(|c| match c {
@@ -559,15 +564,7 @@ fn find_near_duplicates(
                 .map(|(k, n)| (n, k)),
         );
     }
-    // Sections added earlier in this same transaction are not in the index yet.
-    if !t.pending_bands.is_empty() {
-        ranked.extend(
-            t.pending_bands
-                .sharing(keys, near_dup::MIN_SHARED_BANDS)
-                .into_iter()
-                .map(|(k, n)| (n, k)),
-        );
-    }
+    ranked.extend(added_in(t, keys));
     let mut out = Vec::new();
     check_candidates(t, p, mine, ranked, &mut out)?;
     Ok(out)
