@@ -543,31 +543,8 @@ fn dispatch(
         }
         m if methods::WRITE_METHODS.contains(&m) => {
             let ops = methods::write_ops(&state.kb, m, params)?;
-            state.kb.check_batch(ops.len())?;
-            // Prepared here, on the client's thread, so the single writer only applies.
-            let ops: Vec<Result<crate::PreparedWrite>> = ops
-                .into_iter()
-                .map(|op| state.kb.prepare_write(op))
-                .collect();
-            let (reply, answer) = mpsc::channel();
-            let sent = state
-                .jobs
-                .lock()
-                .ok()
-                .and_then(|j| j.as_ref().map(|tx| tx.send(Job { ops, reply }).is_ok()))
-                .unwrap_or(false);
-            if !sent {
-                return Err(CallError::Kb(KbError::Daemon(
-                    "the daemon is shutting down; retry".into(),
-                )));
-            }
-            match answer.recv() {
-                Ok(Ok(outcomes)) => methods::write_result(&state.kb, m, outcomes),
-                Ok(Err(msg)) => Err(CallError::Kb(KbError::Storage(msg))),
-                Err(_) => Err(CallError::Kb(KbError::Daemon(
-                    "the writer stopped before answering".into(),
-                ))),
-            }
+            let outcomes = submit(state, ops).map_err(CallError::Kb)?;
+            methods::write_result(&state.kb, m, outcomes)
         }
         m if methods::SYNC_METHODS.contains(&m) => {
             let progress = |done: u64, total: u64| {
