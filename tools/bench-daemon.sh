@@ -4,14 +4,15 @@
 # commits (python3 sqlite3, synchronous=FULL: WAL, rollback journal, and WAL with 8 contending
 # writer processes), all measured in one run.
 #
-#   tools/bench-daemon.sh [--secs N] [--warmup S] [--writers 1,8,32] [--tmp DIR]
+#   tools/bench-daemon.sh [--secs N] [--warmup S] [--writers 1,8,32] [--rounds N] [--tmp DIR]
 #                         [--fts5-writers 8] [--python python3] [--out FILE]
 #
 # Steps: 1. build the release binary (cargo build --release; honours CARGO_TARGET_DIR);
 #        2. run the bench (cargo bench --bench daemon -- --kbdb TARGET/release/kbdb ARGS).
 # Each configuration gets a fresh database in a temporary folder (--tmp DIR, default the
 # system temp folder: put it on the file system you want to measure), --warmup seconds
-# (default 1) unmeasured, then --secs seconds (default 5); about a minute in all. Prints a
+# (default 1) unmeasured, then --secs seconds (default 5); about a minute in all, times
+# --rounds (default 1: the interleaved sequence once; with N, medians, see benches/daemon.rs). Prints a
 # markdown table (config | writers | writes/s | p50 ms | p99 ms | errors), the kbdb / FTS5
 # ratios and PASS/FAIL lines for the targets (>= 100 writes/s with 8 writers; >= 2x the best
 # FTS5 durable single-writer commit rate). OUT=FILE (or --out FILE) also writes the results as
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 case ${1:-} in
-  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
 esac
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
