@@ -397,17 +397,15 @@ pub(crate) fn scan_candidates(
     index: &near_dup::BandIndex,
 ) -> Option<(near_dup::ScanPoint, Vec<String>)> {
     let (_, keys) = p.bands.as_ref()?;
-    let mut ranked: Vec<(u32, &str)> = index
+    let ranked: Vec<(u32, &str)> = index
         .sharing(keys, near_dup::MIN_SHARED_BANDS)
         .into_iter()
         .filter(|(k, _)| *k != p.kbid)
         .map(|(k, n)| (n, k))
         .collect();
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    ranked.truncate(near_dup::MAX_CANDIDATES);
     Some((
         index.scan_point(),
-        ranked.into_iter().map(|(_, k)| k.to_string()).collect(),
+        top_candidates(ranked).map(|(_, k)| k.to_string()).collect(),
     ))
 }
 
@@ -504,13 +502,8 @@ fn check_candidates(
     out: &mut Vec<NearDuplicate>,
 ) -> Result<()> {
     ranked.retain(|(_, k)| *k != p.kbid && !removed_in(t, k) && !out.iter().any(|d| d.kbid == *k));
-    // One removed and learned again in this transaction is listed twice: count it once.
-    ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
-    ranked.dedup_by(|later, first| later.1 == first.1);
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    ranked.truncate(near_dup::MAX_CANDIDATES);
     let mut load = |c: &str| t.content(c);
-    for (_, c) in ranked {
+    for (_, c) in top_candidates(ranked) {
         if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
             out.push(NearDuplicate {
                 kbid: c.to_string(),
@@ -524,6 +517,15 @@ fn check_candidates(
             .then(a.kbid.cmp(&b.kbid))
     });
     Ok(())
+}
+
+/// The `MAX_CANDIDATES` candidates sharing the most bands (ties by kbid), each once (a section
+/// removed and learned again in one transaction is listed twice: its larger count is kept).
+fn top_candidates(mut ranked: Vec<(u32, &str)>) -> impl Iterator<Item = (u32, &str)> {
+    ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
+    ranked.dedup_by(|later, first| later.1 == first.1);
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    ranked.into_iter().take(near_dup::MAX_CANDIDATES)
 }
 
 /// The sections added earlier in this transaction (not in the band index yet) sharing at least

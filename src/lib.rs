@@ -1504,6 +1504,20 @@ mod tests {
         };
         assert!(!kbids(r).contains(&between.kbid), "{:?}", kbids(r));
         assert!(!kbids(r).is_empty(), "the `!` and `.` versions remain");
+
+        // More sections committed in between than the band index remembers (64 in unit
+        // tests): the writer looks again itself and still finds the one among them.
+        let waiting = kb.prepare_write(learn(format!("{base} ok"))).unwrap();
+        let mut many: Vec<LearnRequest> = (0..80)
+            .map(|i| LearnRequest::text(format!("unrelated note {i} on subject {}", i * 7919)))
+            .collect();
+        many.push(LearnRequest::text(format!("{base} fine")));
+        let last = kb.learn_many(many).unwrap().pop().unwrap().unwrap().kbid;
+        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
+            panic!("{:?}", out[0].as_ref().err())
+        };
+        assert!(kbids(r).contains(&last), "{:?}", kbids(r));
     }
 
     #[test]

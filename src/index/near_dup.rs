@@ -345,10 +345,10 @@ impl BandWriter<'_> {
 
 /// The LSH band index in memory: band key → sections. Derived from the band keys in the
 /// section records (migration 0009; never sixteen scattered B-tree rows per section, which
-/// dominated the cost of a write), loaded on first use and kept in step with committed writes. Sections are held by
-/// a small number in the bands, so counting a new section's shared bands (up to 16 ×
-/// `PER_BAND` entries per write, on the writer's critical path) sorts integers instead of
-/// hashing and comparing 26-character kbids.
+/// dominated the cost of a write), loaded on first use and kept in step with committed writes.
+/// Sections are held by a small number in the bands, so counting a new section's shared bands
+/// (up to 16 × `PER_BAND` entries per write) sorts integers instead of hashing and comparing
+/// 26-character kbids.
 #[derive(Debug)]
 pub struct BandIndex {
     map: HashMap<u64, Vec<u32>>,
@@ -360,13 +360,14 @@ pub struct BandIndex {
     id: u64,
     /// How many sections were ever added to this index.
     adds: u64,
-    /// The latest additions (at most `RECENT`): add count after it, number, band keys. A scan
-    /// made outside the writer (`Scan`) is completed with the sections added since.
-    recent: std::collections::VecDeque<(u64, u32, [u64; BANDS])>,
+    /// The latest additions (at most `RECENT`), oldest first: number, band keys. A scan made
+    /// before a transaction (`ScanPoint`) is completed with the sections added since.
+    recent: std::collections::VecDeque<(u32, [u64; BANDS])>,
 }
 
-/// Additions `BandIndex` remembers for completing scans made before them.
-const RECENT: usize = 4096;
+/// Additions `BandIndex` remembers for completing scans made before them (fewer in unit tests,
+/// so that running past them is cheap to test).
+const RECENT: usize = if cfg!(test) { 64 } else { 4096 };
 
 impl Default for BandIndex {
     fn default() -> Self {
@@ -417,7 +418,7 @@ impl BandIndex {
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back((self.adds, n, *keys));
+        self.recent.push_back((n, *keys));
         for (i, k) in keys.iter().enumerate() {
             if !keys[..i].contains(k) {
                 self.map.entry(*k).or_default().push(n);
@@ -487,7 +488,7 @@ impl BandIndex {
         let mut seen = std::collections::HashSet::new();
         // Newest first: a number freed and given again names its latest section, whose keys
         // are those of its latest entry.
-        for (_, n, theirs) in self.recent.iter().rev().take(since) {
+        for (n, theirs) in self.recent.iter().rev().take(since) {
             let name = self.names[*n as usize].as_str();
             if !seen.insert(*n) || name.is_empty() {
                 continue;
