@@ -55,9 +55,9 @@ pub struct Kb {
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
     lexical: Mutex<LexicalIndex>,
-    /// The near-duplicate band index, derived from the section records and loaded on first use. Write
-    /// paths that change bands take their turn before starting their transaction (never the
-    /// other way round) and apply their changes after the commit; near-duplicate scans made
+    /// The near-duplicate band index, derived from the section records and loaded on first use.
+    /// Write paths that change bands take their turn before starting their transaction (never
+    /// the other way round) and apply their changes after the commit; near-duplicate scans made
     /// before a transaction (`prepare_write`) read it in between.
     bands: index::near_dup::SharedBands,
     /// Shingle sets of recent sections (near-duplicate checks; never stale: kbids name content).
