@@ -39,7 +39,15 @@ pub fn chunks(text: &str) -> Vec<Chunk> {
             return;
         }
         let s2 = s + trimmed_start;
-        let parts = split_parts(inner);
+        // Only a joiner or an upper-case letter can split a chunk: most words need no parts.
+        let parts = if inner
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            Vec::new()
+        } else {
+            split_parts(inner)
+        };
         let whole = inner.to_string();
         out.push(Chunk {
             parts: if parts.len() > 1 { parts } else { Vec::new() },
@@ -123,6 +131,17 @@ impl Tokenizer for IdentifierTokenizer {
     type TokenStream<'a> = VecTokenStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream<'a> {
+        self.fill(text);
+        VecTokenStream {
+            tokens: &mut self.tokens,
+            index: 0,
+        }
+    }
+}
+
+impl IdentifierTokenizer {
+    /// The tokens of `text`, in `self.tokens`.
+    fn fill(&mut self, text: &str) {
         self.tokens.clear();
         let mut position = 0usize;
         for c in chunks(text) {
@@ -143,22 +162,60 @@ impl Tokenizer for IdentifierTokenizer {
             }
             position += c.parts.len().max(1);
         }
+    }
+}
+
+/// The index-time analyzer: identifier tokenizer → lowercase → English stemmer, the last two
+/// through a cache of the terms already normalised (`IndexTokenizer`).
+pub fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::from(IndexTokenizer::default())
+}
+
+/// Most cached terms an `IndexTokenizer` keeps before it starts over (a few MiB).
+const TERM_CACHE_LIMIT: usize = 100_000;
+
+/// The identifier tokenizer with lowercasing and stemming folded in. Prose repeats its words,
+/// and lowercasing plus stemming a word (allocations included) cost about as much as all the
+/// rest of indexing it, so each distinct token is normalised once — by the same
+/// `Normalizer` queries use, so the terms are exactly those of the
+/// `IdentifierTokenizer → LowerCaser → Stemmer` chain — and looked up afterwards.
+#[derive(Clone, Default)]
+pub struct IndexTokenizer {
+    inner: IdentifierTokenizer,
+    norm: Normalizer,
+    cache: std::collections::HashMap<Box<str>, Box<str>>,
+}
+
+impl Tokenizer for IndexTokenizer {
+    type TokenStream<'a> = VecTokenStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream<'a> {
+        self.inner.fill(text);
+        if self.cache.len() > TERM_CACHE_LIMIT {
+            self.cache.clear();
+        }
+        for t in &mut self.inner.tokens {
+            match self.cache.get(t.text.as_str()) {
+                Some(n) => {
+                    t.text.clear();
+                    t.text.push_str(n);
+                }
+                None => {
+                    let normalised = self.norm.norm(&t.text);
+                    let raw = std::mem::replace(&mut t.text, normalised);
+                    self.cache.insert(raw.into(), t.text.as_str().into());
+                }
+            }
+        }
         VecTokenStream {
-            tokens: &mut self.tokens,
+            tokens: &mut self.inner.tokens,
             index: 0,
         }
     }
 }
 
-/// The index-time analyzer: identifier tokenizer → lowercase → English stemmer.
-pub fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(IdentifierTokenizer::default())
-        .filter(LowerCaser)
-        .filter(Stemmer::new(Language::English))
-        .build()
-}
-
 /// Normalises single tokens exactly as the analyzer does (lowercase + stem).
+#[derive(Clone)]
 pub struct Normalizer(TextAnalyzer);
 
 impl Default for Normalizer {
@@ -255,6 +312,51 @@ mod tests {
         let c = chunks("See the end. (foo.bar)");
         let wholes: Vec<&str> = c.iter().map(|c| c.whole.as_str()).collect();
         assert_eq!(wholes, vec!["See", "the", "end", "foo.bar"]);
+    }
+
+    /// Every token (text, offsets, position) of `text` through `analyzer`.
+    fn tokens_of(analyzer: &mut TextAnalyzer, text: &str) -> Vec<(String, usize, usize, usize)> {
+        let mut out = Vec::new();
+        let mut s = analyzer.token_stream(text);
+        while s.advance() {
+            let t = s.token();
+            out.push((t.text.clone(), t.offset_from, t.offset_to, t.position));
+        }
+        out
+    }
+
+    #[test]
+    fn the_cached_analyzer_gives_the_terms_of_the_filter_chain() {
+        let mut chain = TextAnalyzer::builder(IdentifierTokenizer::default())
+            .filter(LowerCaser)
+            .filter(Stemmer::new(Language::English))
+            .build();
+        let mut cached = analyzer();
+        let texts = [
+            "Running runners ran; the RUNS were running. parseConfigFile, HTTPServer utf8Decode",
+            "std::fs::read_to_string(\"/etc/nginx/nginx.conf\") user-id-42 v1.2.3 O'Reilly's",
+            "Größe straße İstanbul ΣΊΣΥΦΟΣ naïve café — 東京 データベース emoji 🚀 x1Y2z3",
+            &format!("{} short {}", "a".repeat(81), "B".repeat(80)),
+            "Running runners ran; the RUNS were running again, and again.",
+            "",
+        ];
+        // Twice over: the second pass is answered from the cache.
+        for text in texts.iter().chain(texts.iter()) {
+            assert_eq!(
+                tokens_of(&mut cached, text),
+                tokens_of(&mut chain, text),
+                "{text}"
+            );
+        }
+        // Starting over when the cache is full changes nothing either.
+        let many: String = (0..TERM_CACHE_LIMIT + 10)
+            .map(|i| format!("w{i} "))
+            .collect();
+        assert_eq!(tokens_of(&mut cached, &many).len(), TERM_CACHE_LIMIT + 10);
+        assert_eq!(
+            tokens_of(&mut cached, texts[0]),
+            tokens_of(&mut chain, texts[0])
+        );
     }
 
     #[test]
