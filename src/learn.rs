@@ -303,8 +303,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                     cache.insert(&p.kbid, std::sync::Arc::new(mine.clone()));
                 }
                 t.pending_bands.add(&p.kbid, &keys);
-                t.band_changes
-                    .push(near_dup::BandChange::Add(p.kbid.clone(), keys));
+                t.band_add(&p.kbid, keys);
             }
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
@@ -480,7 +479,7 @@ fn complete_scan(
     let mut out: Vec<NearDuplicate> = scan
         .found
         .iter()
-        .filter(|d| index.contains(&d.kbid) && !removed_in(t, &d.kbid))
+        .filter(|d| index.contains(&d.kbid) && !t.band_removed(&d.kbid))
         .cloned()
         .collect();
     let mut ranked: Vec<(u32, &str)> = since.into_iter().map(|(k, n)| (n, k)).collect();
@@ -501,7 +500,7 @@ fn check_candidates(
     mut ranked: Vec<(u32, &str)>,
     out: &mut Vec<NearDuplicate>,
 ) -> Result<()> {
-    ranked.retain(|(_, k)| *k != p.kbid && !removed_in(t, k) && !out.iter().any(|d| d.kbid == *k));
+    ranked.retain(|(_, k)| *k != p.kbid && !t.band_removed(k) && !out.iter().any(|d| d.kbid == *k));
     let mut load = |c: &str| t.content(c);
     for (_, c) in top_candidates(ranked) {
         if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
@@ -538,15 +537,6 @@ fn added_in<'a>(
         .sharing(keys, near_dup::MIN_SHARED_BANDS)
         .into_iter()
         .map(|(k, n)| (n, k))
-}
-
-/// Whether this transaction removed `kbid` (and did not add it again).
-fn removed_in(t: &WriteTables<'_>, kbid: &str) -> bool {
-    t.band_changes.iter().rev().find_map(|c| match c {
-        near_dup::BandChange::Remove(k, _) if k == kbid => Some(true),
-        near_dup::BandChange::Add(k, _) if k == kbid => Some(false),
-        _ => None,
-    }) == Some(true)
 }
 
 fn find_near_duplicates(
@@ -604,8 +594,7 @@ pub(crate) fn insert_stored(
     }
     rec.bands = band_keys_of(&rec.section_type, bytes);
     if let Some(keys) = rec.bands {
-        t.band_changes
-            .push(near_dup::BandChange::Add(kbid.to_string(), keys));
+        t.band_add(kbid, keys);
     }
     for tag in &rec.tags {
         t.tags.insert(tag.as_str(), kbid)?;

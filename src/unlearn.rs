@@ -12,11 +12,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
         return Ok(false);
     };
     if let Some(keys) = rec.bands {
-        t.band_changes
-            .push(crate::index::near_dup::BandChange::Remove(
-                kbid.to_string(),
-                keys,
-            ));
+        t.band_remove(kbid, keys);
     }
     for docid in t.docs_of(kbid)? {
         t.remove_membership(&docid, kbid)?;

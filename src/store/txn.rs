@@ -23,8 +23,12 @@ pub struct WriteTables<'t> {
     pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
     /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
     pub shingle_cache: Option<&'t crate::index::near_dup::ShingleCache>,
-    /// Band index changes of this transaction, applied to the index once it commits.
+    /// Band index changes of this transaction, applied to the index once it commits (pushed by
+    /// `band_add` / `band_remove`).
     pub band_changes: Vec<crate::index::near_dup::BandChange>,
+    /// The sections whose last band change in this transaction is a removal (so that asking
+    /// stays O(1) in a batch of thousands of writes).
+    bands_removed: std::collections::HashSet<String>,
     /// The sections added by this transaction, by band (lookups within a batch).
     pub pending_bands: crate::index::near_dup::BandIndex,
     pub refs_out: Table<'t, (&'static str, u32), &'static [u8]>,
@@ -40,6 +44,31 @@ pub struct WriteTables<'t> {
 }
 
 impl<'t> WriteTables<'t> {
+    /// Record that this transaction adds `kbid` with band `keys` to the band index.
+    pub fn band_add(&mut self, kbid: &str, keys: [u64; crate::index::near_dup::BANDS]) {
+        self.bands_removed.remove(kbid);
+        self.band_changes
+            .push(crate::index::near_dup::BandChange::Add(
+                kbid.to_string(),
+                keys,
+            ));
+    }
+
+    /// Record that this transaction removes `kbid` (band `keys`) from the band index.
+    pub fn band_remove(&mut self, kbid: &str, keys: [u64; crate::index::near_dup::BANDS]) {
+        self.bands_removed.insert(kbid.to_string());
+        self.band_changes
+            .push(crate::index::near_dup::BandChange::Remove(
+                kbid.to_string(),
+                keys,
+            ));
+    }
+
+    /// Whether this transaction removed `kbid` from the band index (and did not add it again).
+    pub fn band_removed(&self, kbid: &str) -> bool {
+        self.bands_removed.contains(kbid)
+    }
+
     /// The transaction these tables belong to (to open a table only some writes need).
     pub fn txn(&self) -> &'t WriteTransaction {
         self.txn
@@ -60,6 +89,7 @@ impl<'t> WriteTables<'t> {
             band_index: None,
             shingle_cache: None,
             band_changes: Vec::new(),
+            bands_removed: Default::default(),
             pending_bands: Default::default(),
             refs_out: txn.open_table(REFS_OUT)?,
             refs_in: txn.open_multimap_table(REFS_IN)?,
