@@ -171,8 +171,9 @@ pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::from(IndexTokenizer::default())
 }
 
-/// Most cached terms an `IndexTokenizer` keeps before it starts over (a few MiB).
-const TERM_CACHE_LIMIT: usize = 100_000;
+/// Most cached terms an `IndexTokenizer` keeps before it starts over (~4 MiB; tantivy clones the
+/// analyzer per field and segment writer, and a new segment starts with an empty cache).
+const TERM_CACHE_LIMIT: usize = 50_000;
 
 /// The identifier tokenizer with lowercasing and stemming folded in. Prose repeats its words,
 /// and lowercasing plus stemming a word (allocations included) cost about as much as all the
