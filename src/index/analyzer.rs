@@ -166,25 +166,35 @@ impl IdentifierTokenizer {
 }
 
 /// The index-time analyzer: identifier tokenizer → lowercase → English stemmer, the last two
-/// through a cache of the terms already normalised (`IndexTokenizer`).
+/// through each indexing thread's cache of the terms it has normalised (`IndexTokenizer`).
 pub fn analyzer() -> TextAnalyzer {
     TextAnalyzer::from(IndexTokenizer::default())
 }
 
-/// Most cached terms an `IndexTokenizer` keeps before it starts over (~4 MiB; tantivy clones the
-/// analyzer per field and segment writer, and a new segment starts with an empty cache).
+/// Most terms an indexing thread remembers before it starts over (~4 MiB).
 const TERM_CACHE_LIMIT: usize = 50_000;
+
+/// The terms an indexing thread has normalised: raw token → lowercased, stemmed term. Per thread,
+/// not per tokenizer: tantivy clones the analyzer for every field of every new segment, and a
+/// cache in the clone would start empty each time.
+#[derive(Default)]
+struct TermCache {
+    norm: Normalizer,
+    terms: std::collections::HashMap<Box<str>, Box<str>>,
+}
+
+thread_local! {
+    static TERM_CACHE: std::cell::RefCell<TermCache> = Default::default();
+}
 
 /// The identifier tokenizer with lowercasing and stemming folded in. Prose repeats its words,
 /// and lowercasing plus stemming a word (allocations included) cost about as much as all the
-/// rest of indexing it, so each distinct token is normalised once — by the same
+/// rest of indexing it, so each distinct token is normalised once per thread — by the same
 /// `Normalizer` queries use, so the terms are exactly those of the
 /// `IdentifierTokenizer → LowerCaser → Stemmer` chain — and looked up afterwards.
 #[derive(Clone, Default)]
 pub struct IndexTokenizer {
     inner: IdentifierTokenizer,
-    norm: Normalizer,
-    cache: std::collections::HashMap<Box<str>, Box<str>>,
 }
 
 impl Tokenizer for IndexTokenizer {
@@ -192,22 +202,24 @@ impl Tokenizer for IndexTokenizer {
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream<'a> {
         self.inner.fill(text);
-        if self.cache.len() > TERM_CACHE_LIMIT {
-            self.cache.clear();
-        }
-        for t in &mut self.inner.tokens {
-            match self.cache.get(t.text.as_str()) {
-                Some(n) => {
-                    t.text.clear();
-                    t.text.push_str(n);
-                }
-                None => {
-                    let normalised = self.norm.norm(&t.text);
-                    let raw = std::mem::replace(&mut t.text, normalised);
-                    self.cache.insert(raw.into(), t.text.as_str().into());
+        TERM_CACHE.with_borrow_mut(|cache| {
+            if cache.terms.len() > TERM_CACHE_LIMIT {
+                cache.terms.clear();
+            }
+            for t in &mut self.inner.tokens {
+                match cache.terms.get(t.text.as_str()) {
+                    Some(term) => {
+                        t.text.clear();
+                        t.text.push_str(term);
+                    }
+                    None => {
+                        let term = cache.norm.norm(&t.text);
+                        let raw = std::mem::replace(&mut t.text, term);
+                        cache.terms.insert(raw.into(), t.text.as_str().into());
+                    }
                 }
             }
-        }
+        });
         VecTokenStream {
             tokens: &mut self.inner.tokens,
             index: 0,
@@ -216,7 +228,6 @@ impl Tokenizer for IndexTokenizer {
 }
 
 /// Normalises single tokens exactly as the analyzer does (lowercase + stem).
-#[derive(Clone)]
 pub struct Normalizer(TextAnalyzer);
 
 impl Default for Normalizer {
