@@ -15,6 +15,7 @@ mod learn;
 pub mod maintenance;
 pub mod mcp;
 pub mod model;
+mod process;
 mod recall;
 mod references;
 pub mod search;

@@ -396,6 +396,27 @@ fn export_refuses_unsafe_targets() {
         .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // What exports killed midway left beside `full` goes with the next export there; a folder
+    // of a process still running (another export at work) and those of other targets stay.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let dead = gone.id();
+    let live = std::process::id();
+    let folder = |name: &str| {
+        let p = db.tmp.path().join(name);
+        std::fs::create_dir_all(p.join("sections")).unwrap();
+        std::fs::write(p.join("sections").join("part.md"), "half written").unwrap();
+        p
+    };
+    let stale_export = folder(&format!(".full.export-{dead}-17"));
+    let stale_aside = folder(&format!(".full.replaced-{dead}-18"));
+    let at_work = folder(&format!(".full.export-{live}-19"));
+    let other_target = folder(&format!(".other.export-{dead}-20"));
+    let r = db.json(&["export", full.to_str().unwrap(), "--force"]);
+    assert_eq!(r["sections_exported"], 9);
+    assert!(!stale_export.exists() && !stale_aside.exists());
+    assert!(at_work.exists() && other_target.exists());
 }
 
 #[test]

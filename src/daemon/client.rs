@@ -58,24 +58,6 @@ fn try_connect(sock: &Path) -> Option<(UnixStream, BufReader<UnixStream>, Daemon
     Some((writer, reader, info))
 }
 
-/// Whether any thread of `pid` still runs. A zombie has released everything (files, the
-/// database lock) — but the group leader turns zombie before its other threads finish
-/// exiting, so every thread is looked at.
-fn process_alive(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        // No /proc: ask the kernel (a zombie then counts as alive until reaped).
-        // SAFETY: signal 0 only checks that the process exists.
-        return unsafe { libc::kill(pid as libc::pid_t, 0) == 0 };
-    };
-    tasks.flatten().any(|t| {
-        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| {
-            // "tid (comm) S …": the state follows the last ')'.
-            stat.rsplit_once(')')
-                .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-        })
-    })
-}
-
 /// Ask the daemon on `sock` to stop and wait until it has exited (and so released the
 /// database).
 pub fn stop_daemon(sock: &Path) -> Result<bool> {
@@ -88,10 +70,10 @@ pub fn stop_daemon(sock: &Path) -> Result<bool> {
     let _ = reader.read_line(&mut line);
     drop((writer, reader));
     let deadline = Instant::now() + START_TIMEOUT;
-    while (sock.exists() || process_alive(info.pid)) && Instant::now() < deadline {
+    while (sock.exists() || crate::process::alive(info.pid)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    if sock.exists() || process_alive(info.pid) {
+    if sock.exists() || crate::process::alive(info.pid) {
         return Err(daemon_err(format!(
             "the daemon on {} did not stop within {}s",
             sock.display(),

@@ -200,11 +200,39 @@ pub(crate) fn export(
     if had_old {
         let _ = fs::remove_dir_all(&old);
     }
+    remove_stale_temporaries(parent, &name);
     sync_dir(parent);
     Ok(Written {
         path: target.to_path_buf(),
         ..written
     })
+}
+
+/// Remove the temporary folders that earlier exports to `name` left beside it when they were
+/// interrupted (`.{name}.export-{pid}-…`, `.{name}.replaced-{pid}-…` of a process that is gone).
+/// Called once a new export is in place, so a folder moved aside is never the only copy left.
+/// A folder of a process still running is another export at work and is left alone.
+fn remove_stale_temporaries(parent: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|f| {
+            f.strip_prefix(&format!(".{name}.export-"))
+                .or_else(|| f.strip_prefix(&format!(".{name}.replaced-")))
+        }) else {
+            continue;
+        };
+        let pid = rest
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !crate::process::alive(pid)
+        {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn sync_dir(dir: &Path) {
