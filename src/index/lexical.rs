@@ -475,14 +475,22 @@ impl LexicalIndex {
     }
 }
 
-/// The index writer (two indexing threads at most).
+/// The index writer (two indexing threads at most), starting from the last commit.
 fn new_writer(index: &Index) -> Result<IndexWriter> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get().min(2))
         .unwrap_or(1);
-    index
+    let writer = index
         .writer_with_num_threads(threads, WRITER_MEMORY)
-        .map_err(|e| tantivy_err("open writer", e))
+        .map_err(|e| tantivy_err("open writer", e))?;
+    // A commit cut short (the process killed, or a failed commit) can leave files that no
+    // published commit references. Replaying the same changes gives the next commit the same
+    // opstamp and so the same file names, which tantivy refuses to overwrite: remove them first.
+    // A file left behind fails that commit only; the replay after it comes back here.
+    if let Err(e) = writer.garbage_collect_files().wait() {
+        tracing::warn!("lexical index: cannot remove files of an unfinished commit: {e}");
+    }
+    Ok(writer)
 }
 
 /// The tie-breaking key of a kbid.
@@ -606,6 +614,51 @@ mod tests {
         let distinct: BTreeSet<u64> = keys.iter().copied().collect();
         assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
         assert_eq!(distinct.len(), kbids.len());
+        let check = kb.check().unwrap();
+        assert!(check.ok, "{:?}", check.errors);
+    }
+
+    /// A process killed inside an index commit can leave a deletes file written but its
+    /// `meta.json` unpublished. Replaying the same changes at the next open gives the commit the
+    /// same opstamp, hence the same file name: the commit failed on it ("FileAlreadyExists") and
+    /// no daemon could start any more. Found by the crash harness.
+    #[test]
+    fn files_of_a_commit_cut_short_do_not_block_the_replay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("index").join("lexical");
+        let files = |d: &Path| -> BTreeSet<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let kbids: Vec<String> = (0..10)
+            .map(|i| {
+                let req = crate::LearnRequest::text(format!("fact {i} about commits cut short"));
+                kb.learn(req).unwrap().kbid
+            })
+            .collect();
+        kb.flush_index().unwrap();
+        drop(kb);
+        let before = files(&dir);
+        let old_meta = std::fs::read(dir.join("meta.json")).unwrap();
+
+        // Unlearning a section makes the next commit write a deletes file for its segment.
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        assert!(kb.unlearn(&kbids[3]).unwrap().removed);
+        kb.flush_index().unwrap();
+        drop(kb);
+        let written: Vec<String> = files(&dir).difference(&before).cloned().collect();
+        assert!(written.iter().any(|f| f.ends_with(".del")), "{written:?}");
+        // Put back the previous meta.json: the commit's files are there, it was never published.
+        std::fs::write(dir.join("meta.json"), old_meta).unwrap();
+
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let hits = |q: &str| kb.search(&crate::SearchRequest::new(q)).unwrap().total;
+        assert_eq!(hits("4"), 1);
+        assert_eq!(hits("3"), 0, "the unlearned section is out of the index");
+        assert_eq!(hits("commits"), 9);
         let check = kb.check().unwrap();
         assert!(check.ok, "{:?}", check.errors);
     }
