@@ -38,8 +38,12 @@ struct Generations {
     young_hashes: usize,
 }
 
-/// Shingle hashes (8 bytes each) one generation of the cache holds: 4 MiB.
-const CACHE_HASHES: usize = 512 * 1024;
+/// Shingle hashes (8 bytes each) one generation of the cache holds: 16 MiB, ~20,000 sections
+/// of ~100 words. Candidates are not only the latest sections: on notes written from common
+/// phrases each learn checks ~10 sections sharing bands with it, spread over the whole recent
+/// corpus, and at 4 MiB a quarter of them missed (a content read and re-shingling each;
+/// docs/performance.md).
+const CACHE_HASHES: usize = 2 * 1024 * 1024;
 
 impl ShingleCache {
     pub fn get(&self, kbid: &str) -> Option<std::sync::Arc<ShingleSet>> {
@@ -65,7 +69,10 @@ impl Generations {
             return; // a huge section would evict everything else
         }
         if self.young_hashes + set.len() > CACHE_HASHES {
-            self.old = std::mem::take(&mut self.young);
+            // The young generation becomes the old one; the old one's table, emptied, is reused
+            // (a new table would grow again from nothing, on freshly faulted pages).
+            std::mem::swap(&mut self.old, &mut self.young);
+            self.young.clear();
             self.young_hashes = 0;
         }
         self.young_hashes += set.len();
