@@ -378,7 +378,11 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
 #[test]
 fn subscribers_are_told_of_changes() {
     let db = TestDb::new();
-    db.status();
+    // A change made before subscribing is not sent.
+    let earlier = db.learn(&["an earlier change", "--docid", "old"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut raw = Raw::connect(&db);
     let v = raw.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
     assert_eq!(v["result"]["subscribed"], true);
@@ -401,6 +405,10 @@ fn subscribers_are_told_of_changes() {
     );
     assert!(
         events.contains(&("document_changed".to_string(), "news".to_string())),
+        "{events:?}"
+    );
+    assert!(
+        !events.iter().any(|(_, id)| id == &earlier || id == "old"),
         "{events:?}"
     );
 }

@@ -95,9 +95,7 @@ impl State {
             return;
         };
         if subs.is_empty() {
-            if let Ok(last) = self.kb.last_change_seq() {
-                *seq = last;
-            }
+            // Nobody listens: `subscribe` sets the sequence when the first subscriber comes.
             return;
         }
         drop(subs);
@@ -118,12 +116,15 @@ impl State {
 }
 
 fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
+    // One buffer, one write: the line and its newline in two writes cost a second system call
+    // and could wake the client twice.
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line.as_bytes());
+    buf.push(b'\n');
     let mut s = conn
         .lock()
         .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
-    s.write_all(line.as_bytes())?;
-    s.write_all(b"\n")?;
-    s.flush()
+    s.write_all(&buf)
 }
 
 fn response(id: &Value, result: Value) -> String {
@@ -536,7 +537,13 @@ fn dispatch(
         })),
         "shutdown" => Ok(json!({"stopping": true})),
         "subscribe" => {
-            if let Ok(mut subs) = state.subscribers.lock() {
+            // Same lock order as `notify`: the sequence, then the subscribers. Without
+            // subscribers `notify` does not follow the sequence; the first one starts it now.
+            let seq = state.notified_seq.lock();
+            if let (Ok(mut seq), Ok(mut subs)) = (seq, state.subscribers.lock()) {
+                if subs.is_empty() {
+                    *seq = state.kb.last_change_seq().map_err(CallError::Kb)?;
+                }
                 subs.push(conn.clone());
             }
             Ok(json!({"subscribed": true}))
