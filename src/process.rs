@@ -17,3 +17,15 @@ pub(crate) fn alive(pid: u32) -> bool {
         })
     })
 }
+
+/// Turn transparent huge pages off for this process (Linux; elsewhere nothing). The allocator
+/// asks for huge pages for its arenas, and each first touch of one zeroes 2 MiB on the faulting
+/// thread: in the daemon that stalled whichever request hit it, doubling the p99 latency of
+/// writes (docs/decisions.md). Best effort: a kernel that refuses leaves things as they were.
+pub fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes one integer argument and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}

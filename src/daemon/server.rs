@@ -212,6 +212,7 @@ pub fn reply_line(id: &Value, out: std::result::Result<Value, CallError>) -> Str
 
 /// Serve the database in `db_dir` until idle, SIGTERM/SIGINT or a `shutdown` request.
 pub fn serve(db_dir: &Path) -> Result<()> {
+    crate::process::disable_transparent_huge_pages();
     let kb = Arc::new(Kb::open(db_dir)?);
     let (sock, _) = endpoint(kb.dir())?;
     if sock.exists() {
