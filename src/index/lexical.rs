@@ -15,6 +15,7 @@ use tantivy::schema::{
 };
 use tantivy::{
     Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term, doc,
+    indexer::UserOperation,
 };
 
 use super::analyzer::{ANALYZER, analyzer};
@@ -28,6 +29,9 @@ pub const INDEX_DIR: &str = "index/lexical";
 const PAYLOAD_PREFIX: &str = "kbdb-lexical-v1 seq=";
 /// Memory budget of the index writer (split across its threads).
 const WRITER_MEMORY: usize = 128 * 1024 * 1024;
+/// Documents handed to the index writer in one message at most (bounds what a replay of many
+/// changes holds in memory at once).
+const BATCH: usize = 256;
 
 #[derive(Clone, Copy)]
 pub struct Fields {
@@ -256,6 +260,7 @@ impl LexicalIndex {
         let total = redb::ReadableTableMetadata::len(&sections)?;
         let mut n = 0;
         let mut terms = 0;
+        let mut ops = Vec::with_capacity(BATCH);
         for row in sections.iter()? {
             let (k, v) = row?;
             let kbid = k.value();
@@ -265,13 +270,19 @@ impl LexicalIndex {
                 .map(|g| g.value().to_vec())
                 .unwrap_or_default();
             let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
-            self.add(kbid, &rec, &bytes, &docids)?;
+            ops.push(UserOperation::Add(
+                self.document(kbid, &rec, &bytes, &docids),
+            ));
+            if ops.len() == BATCH {
+                self.send(std::mem::take(&mut ops))?;
+            }
             n += 1;
             terms += rec.terms_count;
             if n % 1024 == 0 {
                 progress(n, total);
             }
         }
+        self.send(ops)?;
         progress(n, total);
         self.applied_seq = changes.last()?.map(|(k, _)| k.value()).unwrap_or(0);
         self.dirty = true;
@@ -308,9 +319,12 @@ impl LexicalIndex {
         let sections = txn.open_table(SECTIONS)?;
         let content = txn.open_table(CONTENT)?;
         let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
+        let mut ops = Vec::with_capacity(touched.len().min(BATCH) * 2);
         for kbid in &touched {
-            self.writer
-                .delete_term(Term::from_field_text(self.fields.kbid, kbid));
+            ops.push(UserOperation::Delete(Term::from_field_text(
+                self.fields.kbid,
+                kbid,
+            )));
             if let Some(v) = sections.get(kbid.as_str())? {
                 let rec: SectionRecord = decode("sections", kbid, v.value())?;
                 let bytes = content
@@ -318,21 +332,28 @@ impl LexicalIndex {
                     .map(|g| g.value().to_vec())
                     .unwrap_or_default();
                 let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
-                self.add(kbid, &rec, &bytes, &docids)?;
+                ops.push(UserOperation::Add(
+                    self.document(kbid, &rec, &bytes, &docids),
+                ));
+            }
+            if ops.len() >= 2 * BATCH {
+                self.send(std::mem::take(&mut ops))?;
             }
         }
+        self.send(ops)?;
         self.applied_seq = last;
         self.dirty = true;
         Ok(())
     }
 
-    fn add(
-        &mut self,
+    /// The index document of a section.
+    fn document(
+        &self,
         kbid: &str,
         rec: &SectionRecord,
         bytes: &[u8],
         docids: &[String],
-    ) -> Result<()> {
+    ) -> TantivyDocument {
         let f = self.fields;
         let created = chrono::DateTime::parse_from_rfc3339(&rec.created_at)
             .map(|d| d.timestamp_millis())
@@ -368,7 +389,14 @@ impl LexicalIndex {
                 d.add_text(f.code, &code);
             }
         }
-        if let Err(e) = self.writer.add_document(d) {
+        d
+    }
+
+    /// Hand operations to the index writer as one batch: one message to its indexing threads
+    /// (a message per document woke them, and they spun waiting for the next, for every
+    /// section).
+    fn send(&mut self, ops: Vec<UserOperation<TantivyDocument>>) -> Result<()> {
+        if let Err(e) = self.writer.run(ops) {
             // The writer stopped: a worker failed to write a segment (an I/O error). Its error
             // comes out of the join in `prepare_commit`; then go back to the last commit.
             let err = match self.writer.prepare_commit() {
