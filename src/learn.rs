@@ -396,6 +396,11 @@ pub(crate) fn scan_candidates(
     index: &near_dup::BandIndex,
 ) -> Option<(near_dup::ScanPoint, Vec<String>)> {
     let (_, keys) = p.bands.as_ref()?;
+    if index.contains(&p.kbid) {
+        // Content already stored: learning it again reports no near duplicates, so there is
+        // nothing to look for (if it is unlearned before the write, the writer looks itself).
+        return None;
+    }
     let ranked: Vec<(u32, &str)> = index
         .sharing(keys, near_dup::MIN_SHARED_BANDS)
         .into_iter()

@@ -1444,6 +1444,47 @@ mod tests {
         assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
     }
 
+    /// Learning stored content again reports no near duplicates, so the scan before the
+    /// transaction is skipped; unlearned before it is applied, the content is learned anew and
+    /// the writer looks for its near duplicates itself.
+    #[test]
+    fn learning_stored_content_again_is_not_scanned_but_learned_anew_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+        let near = kb
+            .learn(LearnRequest::text(format!("{base}!")))
+            .unwrap()
+            .kbid;
+        let first = kb.learn(LearnRequest::text(base)).unwrap();
+        assert_eq!(first.near_duplicates.len(), 1);
+        let prepare = || {
+            kb.prepare_write(WriteOp::Learn(LearnRequest::text(base)))
+                .unwrap()
+        };
+        let scanned = |w: &PreparedWrite| match &w.0 {
+            writes::PreparedOp::Learn(p) => p.scanned(),
+            _ => panic!("a learn"),
+        };
+        let again = prepare();
+        assert_eq!(scanned(&again), None, "stored content is not scanned");
+        let out = kb.write_prepared_unindexed(vec![Ok(again)]).unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
+            panic!("{:?}", out[0].as_ref().err())
+        };
+        assert_eq!(r.kbid, first.kbid);
+        assert!(r.near_duplicates.is_empty());
+
+        let again = prepare();
+        kb.unlearn(&first.kbid).unwrap();
+        let out = kb.write_prepared_unindexed(vec![Ok(again)]).unwrap();
+        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
+            panic!("{:?}", out[0].as_ref().err())
+        };
+        let found: Vec<&str> = r.near_duplicates.iter().map(|n| n.kbid.as_str()).collect();
+        assert_eq!(found, [near.as_str()], "found by the writer");
+    }
+
     /// The daemon looks for near duplicates on the client's thread before the write is queued;
     /// what the writer commits in between (or what this transaction unlearns) must still count.
     #[test]
