@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::TestDb;
-use common::daemon::Raw;
+use common::daemon::{Raw, alive};
 use serde_json::{Value, json};
 
 fn socket_path(db: &TestDb) -> PathBuf {
@@ -22,22 +22,6 @@ fn socket_path(db: &TestDb) -> PathBuf {
 fn daemon_pid(db: &TestDb) -> Option<u32> {
     let v = db.json(&["daemon", "status"]);
     v["daemon"]["pid"].as_u64().map(|p| p as u32)
-}
-
-/// Whether any thread of `pid` still runs (the leader turns zombie before its threads end).
-fn alive(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().any(|t| {
-        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|s| {
-            !s.rsplit_once(')')
-                .unwrap()
-                .1
-                .trim_start()
-                .starts_with(['Z', 'X'])
-        })
-    })
 }
 
 /// Wait (at most 10 s) for `pid` to be gone, and say so.
@@ -373,6 +357,19 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
     assert!(v["error"]["message"].as_str().unwrap().contains("exceeds"));
     // The daemon still serves everyone else.
     assert_eq!(db.status()["sections"], 0);
+}
+
+/// The daemon turns transparent huge pages off for itself (docs/decisions.md): the kernel
+/// reports it in the process status (Linux 6.x; an older kernel has no such line).
+#[test]
+fn the_daemon_runs_without_transparent_huge_pages() {
+    let db = TestDb::new();
+    db.status();
+    let pid = daemon_pid(&db).expect("a daemon");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+    }
 }
 
 #[test]
