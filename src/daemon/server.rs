@@ -540,13 +540,15 @@ fn dispatch(
         "subscribe" => {
             // Same lock order as `notify`: the sequence, then the subscribers. Without
             // subscribers `notify` does not follow the sequence; the first one starts it now.
-            let seq = state.notified_seq.lock();
-            if let (Ok(mut seq), Ok(mut subs)) = (seq, state.subscribers.lock()) {
-                if subs.is_empty() {
-                    *seq = state.kb.last_change_seq().map_err(CallError::Kb)?;
-                }
-                subs.push(conn.clone());
+            fn poisoned<T>(_: T) -> CallError {
+                CallError::Kb(KbError::Daemon("subscriber list poisoned".into()))
             }
+            let mut seq = state.notified_seq.lock().map_err(poisoned)?;
+            let mut subs = state.subscribers.lock().map_err(poisoned)?;
+            if subs.is_empty() {
+                *seq = state.kb.last_change_seq().map_err(CallError::Kb)?;
+            }
+            subs.push(conn.clone());
             Ok(json!({"subscribed": true}))
         }
         m if methods::WRITE_METHODS.contains(&m) => {

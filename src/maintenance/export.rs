@@ -216,11 +216,12 @@ fn remove_stale_temporaries(parent: &Path, name: &str) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
+    let (export, replaced) = (format!(".{name}.export-"), format!(".{name}.replaced-"));
     for entry in entries.flatten() {
         let file_name = entry.file_name();
         let Some(rest) = file_name.to_str().and_then(|f| {
-            f.strip_prefix(&format!(".{name}.export-"))
-                .or_else(|| f.strip_prefix(&format!(".{name}.replaced-")))
+            f.strip_prefix(export.as_str())
+                .or_else(|| f.strip_prefix(replaced.as_str()))
         }) else {
             continue;
         };
