@@ -13,8 +13,7 @@
 //!   connection and sends `learn` requests one after the other (raw JSON-RPC lines, not
 //!   `kbdb::daemon::client`, which would start a daemon from this executable). Every answer
 //!   must be a `result` with a `kbid`; anything else counts as an error. An answer means the
-//!   write's transaction is durable (redb `Durability::Immediate`, its pages fsynced in the
-//!   store's write-ahead log, docs/storage.md; concurrent writes share
+//!   write's transaction is durable (redb `Durability::Immediate`; concurrent writes share
 //!   one transaction). The lexical index is updated before the answer but committed to disk
 //!   lazily (replayed from the change log after a crash), unlike FTS5, whose index is part of
 //!   the transaction.

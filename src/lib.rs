@@ -45,10 +45,6 @@ pub use writes::{WriteOp, WriteOutcome};
 use index::lexical::LexicalIndex;
 use store::txn::{ReadTables, WriteTables};
 
-/// Where the store's write-ahead log stood after a deferred write ([`Kb::write_prepared_deferred`]):
-/// wait for it with [`Kb::wait_durable`].
-pub struct DurableMark(Option<(std::sync::Arc<store::wal::WalShared>, u64)>);
-
 /// A write validated and pre-computed outside the transaction (`Kb::prepare_write`).
 pub struct PreparedWrite(writes::PreparedOp);
 
@@ -304,32 +300,6 @@ impl Kb {
         }
         self.flag_embedding_state(&mut out);
         Ok(out)
-    }
-
-    /// [`Kb::write_prepared_unindexed`] without waiting for the disk: the group's commit is
-    /// written to the store's write-ahead log but may not be fsynced yet, so the next group can
-    /// be applied while the disk syncs this one. Nothing it returns may be acknowledged before
-    /// [`Kb::wait_durable`] of the returned mark succeeds. The daemon's group commit
-    /// (docs/daemon.md).
-    pub fn write_prepared_deferred(
-        &self,
-        prepared: Vec<Result<PreparedWrite>>,
-    ) -> Result<(Vec<Result<WriteOutcome>>, DurableMark)> {
-        let out = store::wal::deferring(|| self.write_prepared_unindexed(prepared))?;
-        let mark = self.store.wal().map(|w| {
-            let batch = w.written();
-            (w, batch)
-        });
-        Ok((out, DurableMark(mark)))
-    }
-
-    /// Wait until what was written before `mark` was taken is durable (fsyncing the log if no
-    /// one else is). An error means it may not be: nothing written since is acknowledged.
-    pub fn wait_durable(&self, mark: &DurableMark) -> Result<()> {
-        match &mark.0 {
-            Some((wal, batch)) => wal.sync_through(*batch).map_err(KbError::storage_io),
-            None => Ok(()),
-        }
     }
 
     fn write_one(&self, op: WriteOp) -> Result<WriteOutcome> {

@@ -278,14 +278,9 @@ pub fn serve(db_dir: &Path) -> Result<()> {
             }
         })
     };
-    let (ack_tx, ack_rx) = mpsc::channel::<Committed>();
     let writer = {
         let state = state.clone();
-        std::thread::spawn(move || write_loop(&state, rx, ack_tx))
-    };
-    let acker = {
-        let state = state.clone();
-        std::thread::spawn(move || ack_loop(&state, ack_rx, index_tx))
+        std::thread::spawn(move || write_loop(&state, rx, index_tx))
     };
     tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
 
@@ -332,7 +327,6 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         jobs.take();
     }
     let _ = writer.join();
-    let _ = acker.join();
     let _ = indexer.join();
     if let Some(e) = embedder {
         let _ = e.join();
@@ -386,14 +380,7 @@ fn wait_readable(listener: &UnixListener, ms: i32) {
     }
 }
 
-/// A committed group on its way to its clients: answered once durable.
-struct Committed {
-    jobs: Vec<Job>,
-    counts: Vec<usize>,
-    outcome: std::result::Result<(Vec<Result<WriteOutcome>>, crate::DurableMark), String>,
-}
-
-fn write_loop(state: &State, rx: mpsc::Receiver<Job>, acks: mpsc::Sender<Committed>) {
+fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
     let max = state.kb.config().limits.max_batch;
     let mut carry: Option<Job> = None;
     loop {
@@ -420,48 +407,18 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, acks: mpsc::Sender<Committ
         let ops: Vec<Result<crate::PreparedWrite>> =
             jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
         tracing::debug!(writes = ops.len(), clients = jobs.len(), "group commit");
-        // The log's fsync of this group is left to the acknowledging thread, so the next
-        // group is applied while the disk works.
-        let outcome = state
-            .kb
-            .write_prepared_deferred(ops)
-            .map_err(|e| e.to_string());
-        let _ = acks.send(Committed {
-            jobs,
-            counts,
-            outcome,
-        });
-    }
-}
-
-/// Answer committed groups once the log holds them durably (one fsync usually covers every
-/// group waiting), then wake the indexer and the subscribers.
-fn ack_loop(state: &State, rx: mpsc::Receiver<Committed>, index: mpsc::Sender<()>) {
-    while let Ok(first) = rx.recv() {
-        let mut groups = vec![first];
-        while let Ok(g) = rx.try_recv() {
-            groups.push(g);
-        }
-        for g in groups {
-            let outcome = g.outcome.and_then(|(results, mark)| {
-                state
-                    .kb
-                    .wait_durable(&mark)
-                    .map(|()| results)
-                    .map_err(|e| format!("the write may not be durable: {e}"))
-            });
-            match outcome {
-                Ok(results) => {
-                    let mut results = results.into_iter();
-                    for (job, count) in g.jobs.into_iter().zip(g.counts) {
-                        let mine: Vec<_> = results.by_ref().take(count).collect();
-                        let _ = job.reply.send(Ok(mine));
-                    }
+        match state.kb.write_prepared_unindexed(ops) {
+            Ok(results) => {
+                let mut results = results.into_iter();
+                for (job, count) in jobs.into_iter().zip(counts) {
+                    let mine: Vec<_> = results.by_ref().take(count).collect();
+                    let _ = job.reply.send(Ok(mine));
                 }
-                Err(msg) => {
-                    for job in g.jobs {
-                        let _ = job.reply.send(Err(msg.clone()));
-                    }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for job in jobs {
+                    let _ = job.reply.send(Err(msg.clone()));
                 }
             }
         }

@@ -22,14 +22,13 @@ use redb::backends::FileBackend;
 use redb::{BackendError, Database, DatabaseError, StorageBackend};
 
 use super::faults::{FaultPlan, Op, Target};
-use super::wal::{self, WalBackend, WalShared};
 use crate::error::{KbError, Result};
 
-/// The redb backend of a store: the file behind its write-ahead log, a flag raised by any failed
-/// call (so the store knows to reopen), and the fault plan of a test (None on the normal path).
+/// The redb backend of a store: the file, a flag raised by any failed call (so the store knows
+/// to reopen), and the fault plan of a test (None on the normal path).
 #[derive(Debug)]
 pub struct StoreBackend {
-    file: WalBackend,
+    file: FileBackend,
     plan: Option<FaultPlan>,
     failed: Arc<AtomicBool>,
 }
@@ -133,10 +132,6 @@ impl StorageBackend for StoreBackend {
     }
 
     fn close(&self) -> io::Result<()> {
-        if self.failed.load(Ordering::Acquire) {
-            // After a failure nothing more reaches the file; the next open replays the log.
-            self.file.abandon();
-        }
         self.file.close()
     }
 
@@ -153,8 +148,6 @@ const BLOCK: u64 = 4096;
 #[derive(Debug)]
 struct ReadOnlyView {
     file: FileBackend,
-    /// The write-ahead log, held (shared lock) so that no writer replays it meanwhile.
-    _log: Option<wal::LogFile>,
     overlay: Mutex<Overlay>,
     sealed: AtomicBool,
     failed: Arc<AtomicBool>,
@@ -184,7 +177,14 @@ impl ReadOnlyView {
     /// Fill `out` with the bytes at `offset` as the overlay sees them.
     fn read_into(&self, o: &Overlay, offset: u64, out: &mut [u8]) -> io::Result<()> {
         let end = offset + out.len() as u64;
-        wal::read_below(&self.file, o.file_len, offset, out)?;
+        let from_file = end.min(o.file_len);
+        if offset < from_file {
+            let n = (from_file - offset) as usize;
+            self.file.read(offset, &mut out[..n])?;
+            out[n..].fill(0);
+        } else {
+            out.fill(0);
+        }
         let first = offset / BLOCK * BLOCK;
         for (&at, block) in o.blocks.range(first..end) {
             let lo = at.max(offset);
@@ -269,13 +269,11 @@ impl StorageBackend for ReadOnlyView {
 struct Handle {
     db: Arc<Database>,
     failed: Arc<AtomicBool>,
-    /// The write-ahead log's durability (None for the read-only view).
-    wal: Option<Arc<WalShared>>,
 }
 
 impl Handle {
     fn healthy(&self) -> bool {
-        !self.failed.load(Ordering::Acquire) && !self.wal.as_ref().is_some_and(|w| w.failed())
+        !self.failed.load(Ordering::Acquire)
     }
 }
 
@@ -336,15 +334,6 @@ impl Store {
             }
         }
         self.reopen(true)
-    }
-
-    /// The write-ahead log's durability of the writable database (None while it is not open
-    /// for writing), for commits made under [`wal::deferring`].
-    pub fn wal(&self) -> Option<Arc<WalShared>> {
-        match &*self.slot.read().unwrap_or_else(PoisonError::into_inner) {
-            Slot::Writable(h) => h.wal.clone(),
-            _ => None,
-        }
     }
 
     /// How many times the database was reopened for writing.
@@ -440,18 +429,6 @@ fn open_file(file: &Path) -> Result<std::fs::File> {
         .map_err(|e| KbError::io(format!("cannot open {}", file.display()), e))
 }
 
-/// The write-ahead log could not be opened or replayed; another process holding it means the
-/// database is in use.
-fn log_error(dir: &Path, db_file: &Path, e: io::Error) -> KbError {
-    if e.kind() == io::ErrorKind::WouldBlock {
-        return KbError::Locked(dir.to_path_buf());
-    }
-    KbError::io(
-        format!("cannot open {}", wal::log_path(db_file).display()),
-        e,
-    )
-}
-
 fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
     match e {
         DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
@@ -471,13 +448,9 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
 fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let failed = Arc::new(AtomicBool::new(false));
-    let main = FileBackend::new(open_file(&path)?)
+    let file = FileBackend::new(open_file(&path)?)
         .map_err(|e| KbError::Storage(format!("cannot open {}: {e}", path.display())))?;
-    let log = wal::recover(&path, &main).map_err(|e| log_error(dir, &path, e))?;
-    discard_unfinished_init(&main, &path)?;
-    let file = WalBackend::new(main, log)
-        .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
-    let wal = file.shared();
+    discard_unfinished_init(&file, &path)?;
     let backend = StoreBackend {
         file,
         plan: plan.cloned(),
@@ -490,7 +463,6 @@ fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     Ok(Handle {
         db: Arc::new(db),
         failed,
-        wal: Some(wal),
     })
 }
 
@@ -555,15 +527,9 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
     let len = file
         .len()
         .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
-    let (log, batches) = match wal::open_log(&path, false) {
-        Ok((log, batches)) => (Some(log), batches),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => (None, Vec::new()),
-        Err(e) => return Err(log_error(dir, &path, e)),
-    };
     let failed = Arc::new(AtomicBool::new(false));
     let view = Arc::new(ReadOnlyView {
         file,
-        _log: log,
         overlay: Mutex::new(Overlay {
             len,
             file_len: len,
@@ -572,21 +538,6 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
         sealed: AtomicBool::new(false),
         failed: failed.clone(),
     });
-    // What the log holds and the file does not yet: into the overlay, as a replay would.
-    for b in &batches {
-        let io_err = |e| KbError::io(format!("cannot read {}", path.display()), e);
-        if view.len().map_err(io_err)? > b.min_len {
-            view.set_len(b.min_len).map_err(io_err)?;
-        }
-        view.set_len(b.len).map_err(io_err)?;
-        for (number, data) in &b.blocks {
-            let at = number * wal::BLOCK;
-            if at < b.len {
-                let n = (b.len - at).min(wal::BLOCK) as usize;
-                view.write(at, &data[..n]).map_err(io_err)?;
-            }
-        }
-    }
     let db = Database::builder()
         .create_with_backend(SharedView(view.clone()))
         .map_err(|e| open_error(dir, &path, e))?;
@@ -601,7 +552,6 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
     Ok(Handle {
         db: Arc::new(db),
         failed,
-        wal: None,
     })
 }
 
@@ -694,7 +644,6 @@ mod tests {
         let file = FileBackend::new(open_file(&path).unwrap()).unwrap();
         let view = ReadOnlyView {
             file,
-            _log: None,
             overlay: Mutex::new(Overlay {
                 len: bytes.len() as u64,
                 file_len: bytes.len() as u64,
