@@ -397,8 +397,10 @@ fn export_refuses_unsafe_targets() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
-    // What exports killed midway left beside `full` goes with the next export there; a folder
-    // of a process still running (another export at work) and those of other targets stay.
+    // What exports killed midway left goes with the next export into the same folder: their
+    // unfinished exports, whatever the target, and the targets they moved aside once that
+    // target exists again. A folder of a process still running (another export at work) stays,
+    // and so does a target moved aside whose replacement never arrived (its only copy).
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     gone.wait().unwrap();
     let dead = gone.id();
@@ -413,10 +415,15 @@ fn export_refuses_unsafe_targets() {
     let stale_aside = folder(&format!(".full.replaced-{dead}-18"));
     let at_work = folder(&format!(".full.export-{live}-19"));
     let other_target = folder(&format!(".other.export-{dead}-20"));
+    folder("present");
+    let present_aside = folder(&format!(".present.replaced-{dead}-21"));
+    let only_copy = folder(&format!(".absent.replaced-{dead}-22"));
     let r = db.json(&["export", full.to_str().unwrap(), "--force"]);
     assert_eq!(r["sections_exported"], 9);
     assert!(!stale_export.exists() && !stale_aside.exists());
-    assert!(at_work.exists() && other_target.exists());
+    assert!(!other_target.exists() && !present_aside.exists());
+    assert!(at_work.exists(), "another export at work was removed");
+    assert!(only_copy.exists(), "the only copy of a target was removed");
 }
 
 #[test]

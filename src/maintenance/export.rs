@@ -208,32 +208,64 @@ pub(crate) fn export(
     })
 }
 
-/// Remove the temporary folders that earlier exports to `name` left beside it when they were
-/// interrupted (`.{name}.export-{pid}-…`, `.{name}.replaced-{pid}-…` of a process that is gone).
-/// Called once a new export is in place, so a folder moved aside is never the only copy left.
-/// A folder of a process still running is another export at work and is left alone.
+/// Remove the temporary folders that interrupted exports left in `parent`, where an export to
+/// `name` has just been put in place. A folder of a process still running is another export at
+/// work and is left alone. Of processes that are gone:
+/// - `.{x}.export-{pid}-…`, an export that never reached its target, goes whatever `x` is;
+/// - `.{x}.replaced-{pid}-…`, a target moved aside, goes only once `x` exists again (for `name`,
+///   the export just put in place): if the process died between moving it aside and renaming
+///   its export in, it is the only copy of `x`, and stays.
 fn remove_stale_temporaries(parent: &Path, name: &str) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
-    let (export, replaced) = (format!(".{name}.export-"), format!(".{name}.replaced-"));
     for entry in entries.flatten() {
         let file_name = entry.file_name();
-        let Some(rest) = file_name.to_str().and_then(|f| {
-            f.strip_prefix(export.as_str())
-                .or_else(|| f.strip_prefix(replaced.as_str()))
-        }) else {
+        let Some(temporary) = file_name.to_str().and_then(parse_temporary) else {
             continue;
         };
-        let pid = rest
-            .split_once('-')
-            .and_then(|(pid, _)| pid.parse::<u32>().ok());
-        if let Some(pid) = pid
-            && !crate::process::alive(pid)
-        {
+        if crate::process::alive(temporary.pid) {
+            continue;
+        }
+        let superseded = !temporary.moved_aside
+            || temporary.target == name
+            || parent.join(temporary.target).exists();
+        if superseded {
             let _ = fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// An export's temporary folder, by its name: `.{target}.export-{pid}-{nanos}` (being written)
+/// or `.{target}.replaced-{pid}-{nanos}` (an earlier `target` moved aside).
+#[derive(Debug, PartialEq)]
+struct Temporary<'a> {
+    target: &'a str,
+    pid: u32,
+    moved_aside: bool,
+}
+
+fn parse_temporary(file_name: &str) -> Option<Temporary<'_>> {
+    const EXPORT: &str = ".export-";
+    const REPLACED: &str = ".replaced-";
+    let rest = file_name.strip_prefix('.')?;
+    // The last marker counts: a target's own name may contain either.
+    let (at, marker, moved_aside) = match (rest.rfind(EXPORT), rest.rfind(REPLACED)) {
+        (Some(e), Some(r)) if r > e => (r, REPLACED, true),
+        (Some(e), _) => (e, EXPORT, false),
+        (None, Some(r)) => (r, REPLACED, true),
+        (None, None) => return None,
+    };
+    let (target, tail) = (&rest[..at], &rest[at + marker.len()..]);
+    let (pid, nanos) = tail.split_once('-')?;
+    if target.is_empty() || nanos.is_empty() || !nanos.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(Temporary {
+        target,
+        pid: pid.parse().ok()?,
+        moved_aside,
+    })
 }
 
 fn sync_dir(dir: &Path) {
@@ -379,4 +411,47 @@ fn write_all(
         sections,
         documents,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_folder_names_are_recognised_by_their_last_marker() {
+        let t = |target, pid, moved_aside| {
+            Some(Temporary {
+                target,
+                pid,
+                moved_aside,
+            })
+        };
+        assert_eq!(
+            parse_temporary(".full.export-42-1700"),
+            t("full", 42, false)
+        );
+        assert_eq!(
+            parse_temporary(".full.replaced-42-1700"),
+            t("full", 42, true)
+        );
+        assert_eq!(
+            parse_temporary(".x.export-y.replaced-7-8"),
+            t("x.export-y", 7, true)
+        );
+        assert_eq!(
+            parse_temporary(".a.replaced-1-2.export-3-4"),
+            t("a.replaced-1-2", 3, false)
+        );
+        for not_ours in [
+            "full",
+            ".full",
+            "full.export-42-1700",
+            ".export-42-1700",
+            ".full.export-42",
+            ".full.export-x-1700",
+            ".full.export-42-17a0",
+        ] {
+            assert_eq!(parse_temporary(not_ours), None, "{not_ours}");
+        }
+    }
 }
