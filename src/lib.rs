@@ -56,6 +56,8 @@ pub struct Kb {
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
     lexical: Mutex<LexicalIndex>,
+    /// The fault plan of a test (docs/io-faults.md), for a rebuild of the lexical index.
+    plan: Option<store::faults::FaultPlan>,
     /// The near-duplicate band index, derived from the section records and loaded on first use.
     /// Write paths that change bands take their turn before starting their transaction (never
     /// the other way round) and apply their changes after the commit; near-duplicate scans made
@@ -144,6 +146,7 @@ impl Kb {
                 dir,
                 config,
                 lexical,
+                plan,
                 bands: Default::default(),
                 shingles: Default::default(),
                 bands_generation: AtomicU64::new(0),
@@ -991,9 +994,19 @@ impl Kb {
     }
 
     fn lexical(&self) -> Result<MutexGuard<'_, LexicalIndex>> {
-        self.lexical
-            .lock()
-            .map_err(|_| KbError::Storage("lexical index lock poisoned by an earlier panic".into()))
+        let mut lex = self.lexical.lock().map_err(|_| {
+            KbError::Storage("lexical index lock poisoned by an earlier panic".into())
+        })?;
+        if lex.folder_missing() {
+            // Deleted under a running process (to force a rebuild, or by mistake): every commit
+            // would fail and searches would miss new writes until a restart. Build it again.
+            tracing::warn!(
+                "the lexical index folder {} is gone; rebuilding it from the store",
+                lex.path().display()
+            );
+            *lex = LexicalIndex::open_with(&self.dir, &*self.db()?, self.plan.as_ref())?;
+        }
+        Ok(lex)
     }
 
     /// Feed committed store changes to the index writer. A failure here never fails the write

@@ -362,6 +362,23 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
 /// The daemon turns transparent huge pages off for itself (docs/decisions.md): the kernel
 /// reports it in the process status (Linux 6.x; an older kernel has no such line).
 #[test]
+fn an_index_folder_deleted_under_the_daemon_is_rebuilt() {
+    let db = TestDb::new();
+    db.json(&["learn", "alpha beta gamma", "--title", "First"]);
+    let pid = daemon_pid(&db).expect("a daemon");
+    std::fs::remove_dir_all(db.dir.join("index")).unwrap();
+    db.json(&["learn", "delta epsilon zeta", "--title", "Second"]);
+    // The same daemon finds what was learned before and after the deletion.
+    for (query, heading) in [("gamma", "First"), ("zeta", "Second")] {
+        let r = db.json(&["search", query]);
+        assert_eq!(r["items"][0]["heading"], heading, "{query}: {r}");
+    }
+    assert_eq!(db.json(&["check"])["ok"], true);
+    assert!(db.dir.join("index/lexical/meta.json").exists());
+    assert_eq!(daemon_pid(&db), Some(pid), "the daemon was restarted");
+}
+
+#[test]
 fn the_daemon_runs_without_transparent_huge_pages() {
     let db = TestDb::new();
     db.status();

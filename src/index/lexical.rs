@@ -205,6 +205,11 @@ impl LexicalIndex {
         })
     }
 
+    /// Whether the index's folder is gone (its `meta.json` surely absent, not merely unreadable).
+    pub fn folder_missing(&self) -> bool {
+        matches!(self.path.join("meta.json").try_exists(), Ok(false))
+    }
+
     /// Delete the index folder and index every section of the store.
     fn rebuild_at(path: &Path, db: &Database, plan: Option<&FaultPlan>) -> Result<LexicalIndex> {
         if path.exists() {
