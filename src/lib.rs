@@ -686,7 +686,7 @@ impl Kb {
             // Read-your-writes: commit what learn added since the last search. The index is
             // derived: when it cannot commit (the disk is full…), search its last commit rather
             // than fail; the changes stay in the change log and the next commit holds them.
-            if let Err(e) = lex.catch_up(&db).and_then(|()| lex.commit()) {
+            if let Err(e) = self.commit_lexical(&mut lex, &db) {
                 tracing::warn!("lexical index not updated, searching its last commit: {e}");
             }
             (lex.searcher(), lex.fields)
@@ -716,9 +716,7 @@ impl Kb {
     /// Commit the lexical index now (learn leaves index commits to the next search, so bulk
     /// learning does not commit per section). Durability does not depend on it.
     pub fn flush_index(&self) -> Result<()> {
-        let mut lex = self.lexical()?;
-        lex.catch_up(&*self.db()?)?;
-        lex.commit()
+        self.commit_lexical(&mut *self.lexical()?, &*self.db()?)
     }
 
     /// `rebuild`: reconstruct the lexical index from the store.
@@ -754,8 +752,7 @@ impl Kb {
             let mut lex = self.lexical()?;
             let mut attempts = 0;
             loop {
-                lex.catch_up(&*self.db()?)?;
-                lex.commit()?;
+                self.commit_lexical(&mut lex, &*self.db()?)?;
                 let txn = self.db()?.begin_read()?;
                 let seq = ReadTables::open(&txn)?.last_seq()?;
                 attempts += 1;
@@ -994,19 +991,27 @@ impl Kb {
     }
 
     fn lexical(&self) -> Result<MutexGuard<'_, LexicalIndex>> {
-        let mut lex = self.lexical.lock().map_err(|_| {
-            KbError::Storage("lexical index lock poisoned by an earlier panic".into())
-        })?;
-        if lex.folder_missing() {
-            // Deleted under a running process (to force a rebuild, or by mistake): every commit
-            // would fail and searches would miss new writes until a restart. Build it again.
-            tracing::warn!(
-                "the lexical index folder {} is gone; rebuilding it from the store",
-                lex.path().display()
-            );
-            *lex = LexicalIndex::open_with(&self.dir, &*self.db()?, self.plan.as_ref())?;
+        self.lexical
+            .lock()
+            .map_err(|_| KbError::Storage("lexical index lock poisoned by an earlier panic".into()))
+    }
+
+    /// Feed the store's new changes to the lexical index and commit it. When the commit fails
+    /// because the index folder was deleted under this process (to force a rebuild, or by
+    /// mistake), every later commit would fail too and searches would miss new writes until a
+    /// restart: build the index again from the store instead (that catches up and commits).
+    fn commit_lexical(&self, lex: &mut LexicalIndex, db: &redb::Database) -> Result<()> {
+        match lex.catch_up(db).and_then(|()| lex.commit()) {
+            Err(e) if lex.folder_missing() => {
+                tracing::warn!(
+                    "the lexical index folder {} is gone ({e}); rebuilding it from the store",
+                    lex.path().display()
+                );
+                *lex = LexicalIndex::open_with(&self.dir, db, self.plan.as_ref())?;
+                Ok(())
+            }
+            r => r,
         }
-        Ok(lex)
     }
 
     /// Feed committed store changes to the index writer. A failure here never fails the write
@@ -1457,6 +1462,14 @@ mod tests {
         assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
     }
 
+    /// Commit one prepared learn by itself and return its result.
+    fn apply_learn(kb: &Kb, w: PreparedWrite) -> LearnResult {
+        match kb.write_prepared_unindexed(vec![Ok(w)]).unwrap().remove(0) {
+            Ok(WriteOutcome::Learned(r)) => r,
+            other => panic!("not a learned section: {:?}", other.err()),
+        }
+    }
+
     /// Learning stored content again reports no near duplicates, so the scan before the
     /// transaction is skipped; unlearned before it is applied, the content is learned anew and
     /// the writer looks for its near duplicates itself.
@@ -1481,19 +1494,13 @@ mod tests {
         };
         let again = prepare();
         assert_eq!(scanned(&again), None, "stored content is not scanned");
-        let out = kb.write_prepared_unindexed(vec![Ok(again)]).unwrap();
-        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
-            panic!("{:?}", out[0].as_ref().err())
-        };
+        let r = &apply_learn(&kb, again);
         assert_eq!(r.kbid, first.kbid);
         assert!(r.near_duplicates.is_empty());
 
         let again = prepare();
         kb.unlearn(&first.kbid).unwrap();
-        let out = kb.write_prepared_unindexed(vec![Ok(again)]).unwrap();
-        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
-            panic!("{:?}", out[0].as_ref().err())
-        };
+        let r = &apply_learn(&kb, again);
         let found: Vec<&str> = r.near_duplicates.iter().map(|n| n.kbid.as_str()).collect();
         assert_eq!(found, [near.as_str()], "found by the writer");
     }
@@ -1523,10 +1530,7 @@ mod tests {
         );
         let between = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
         assert_eq!(kbids(&between), std::slice::from_ref(&old));
-        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
-        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
-            panic!("{:?}", out[0].as_ref().err())
-        };
+        let r = &apply_learn(&kb, waiting);
         let mut found = kbids(r);
         found.sort();
         let mut want = vec![old.clone(), between.kbid.clone()];
@@ -1539,10 +1543,7 @@ mod tests {
         // Found by the scan, then unlearned (committed, or earlier in the same transaction).
         let waiting = kb.prepare_write(learn(format!("{base}."))).unwrap();
         kb.unlearn(&old).unwrap();
-        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
-        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
-            panic!("{:?}", out[0].as_ref().err())
-        };
+        let r = &apply_learn(&kb, waiting);
         assert!(!kbids(r).contains(&old), "{:?}", kbids(r));
         assert!(kbids(r).contains(&between.kbid));
         let waiting = kb.prepare_write(learn(format!("{base};"))).unwrap();
@@ -1568,10 +1569,7 @@ mod tests {
             .collect();
         many.push(LearnRequest::text(format!("{base} fine")));
         let last = kb.learn_many(many).unwrap().pop().unwrap().unwrap().kbid;
-        let out = kb.write_prepared_unindexed(vec![Ok(waiting)]).unwrap();
-        let Ok(WriteOutcome::Learned(r)) = &out[0] else {
-            panic!("{:?}", out[0].as_ref().err())
-        };
+        let r = &apply_learn(&kb, waiting);
         assert!(kbids(r).contains(&last), "{:?}", kbids(r));
     }
 

@@ -359,8 +359,6 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
     assert_eq!(db.status()["sections"], 0);
 }
 
-/// The daemon turns transparent huge pages off for itself (docs/decisions.md): the kernel
-/// reports it in the process status (Linux 6.x; an older kernel has no such line).
 #[test]
 fn an_index_folder_deleted_under_the_daemon_is_rebuilt() {
     let db = TestDb::new();
@@ -378,6 +376,8 @@ fn an_index_folder_deleted_under_the_daemon_is_rebuilt() {
     assert_eq!(daemon_pid(&db), Some(pid), "the daemon was restarted");
 }
 
+/// The daemon turns transparent huge pages off for itself (docs/decisions.md): the kernel
+/// reports it in the process status (Linux 6.x; an older kernel has no such line).
 #[test]
 fn the_daemon_runs_without_transparent_huge_pages() {
     let db = TestDb::new();

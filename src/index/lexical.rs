@@ -205,7 +205,8 @@ impl LexicalIndex {
         })
     }
 
-    /// Whether the index's folder is gone (its `meta.json` surely absent, not merely unreadable).
+    /// Whether the index's folder is gone (its `meta.json` surely absent, not merely unreadable;
+    /// tantivy replaces it by a rename, so it never is while the folder is there).
     pub fn folder_missing(&self) -> bool {
         matches!(self.path.join("meta.json").try_exists(), Ok(false))
     }
