@@ -359,12 +359,29 @@ fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
     assert_eq!(db.status()["sections"], 0);
 }
 
+/// Removes a folder that another process may be writing files into at the same moment.
+fn remove_dir_while_written(dir: &std::path::Path) {
+    for _ in 0..100 {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) => panic!("removing {}: {e}", dir.display()),
+        }
+    }
+    panic!("{} kept getting new files", dir.display());
+}
+
 #[test]
 fn an_index_folder_deleted_under_the_daemon_is_rebuilt() {
     let db = TestDb::new();
     db.json(&["learn", "alpha beta gamma", "--title", "First"]);
     let pid = daemon_pid(&db).expect("a daemon");
-    std::fs::remove_dir_all(db.dir.join("index")).unwrap();
+    // `check` brings the index up to date; the daemon's indexer or tantivy's merge threads may
+    // still write a file into the folder while it is being removed, so the removal is retried.
+    assert_eq!(db.json(&["check"])["ok"], true);
+    remove_dir_while_written(&db.dir.join("index"));
     db.json(&["learn", "delta epsilon zeta", "--title", "Second"]);
     // The same daemon finds what was learned before and after the deletion.
     for (query, heading) in [("gamma", "First"), ("zeta", "Second")] {
