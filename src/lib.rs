@@ -266,27 +266,55 @@ impl Kb {
         &self,
         prepared: Vec<Result<PreparedWrite>>,
     ) -> Result<Vec<Result<WriteOutcome>>> {
+        self.write_prepared_joining(prepared, |_| None)
+    }
+
+    /// Like `write_prepared_unindexed`, but writes that arrive while the transaction is being
+    /// applied join it: after each batch, `more` is asked for the next (until it answers `None`
+    /// or the batch limit is reached), so writers who come back while a group is being applied
+    /// share its commit instead of waiting for the next one. Results come in the order of the
+    /// writes, the first batch's first.
+    pub fn write_prepared_joining(
+        &self,
+        prepared: Vec<Result<PreparedWrite>>,
+        mut more: impl FnMut(usize) -> Option<Vec<Result<PreparedWrite>>>,
+    ) -> Result<Vec<Result<WriteOutcome>>> {
         let start = Instant::now();
         self.check_batch(prepared.len())?;
-        if prepared.iter().all(|p| p.is_err()) {
-            return Ok(prepared
-                .into_iter()
-                .filter_map(|p| p.err())
-                .map(Err)
-                .collect());
+        let limit = self.config.limits.max_batch;
+        let mut batch = prepared;
+        let mut out: Vec<Result<WriteOutcome>> = Vec::with_capacity(batch.len());
+        // Failed preparations only: nothing to open a transaction for.
+        while batch.iter().all(|p| p.is_err()) {
+            out.extend(batch.into_iter().filter_map(|p| p.err()).map(Err));
+            if out.len() >= limit {
+                return Ok(out);
+            }
+            match more(limit - out.len()) {
+                Some(next) => batch = next,
+                None => return Ok(out),
+            }
         }
         let bands = self.band_index()?;
         let txn = self.begin_write()?;
-        let mut out = Vec::with_capacity(prepared.len());
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
             t.band_index = bands.get();
             t.shingle_cache = Some(&self.shingles);
-            for p in prepared {
-                out.push(match p {
-                    Ok(PreparedWrite(p)) => writes::apply(&mut t, p)?,
-                    Err(e) => Err(e),
-                });
+            loop {
+                for p in batch {
+                    out.push(match p {
+                        Ok(PreparedWrite(p)) => writes::apply(&mut t, p)?,
+                        Err(e) => Err(e),
+                    });
+                }
+                if out.len() >= limit {
+                    break;
+                }
+                match more(limit - out.len()) {
+                    Some(next) => batch = next,
+                    None => break,
+                }
             }
             t.flush()?;
             std::mem::take(&mut t.band_changes)
@@ -1571,6 +1599,65 @@ mod tests {
         let last = kb.learn_many(many).unwrap().pop().unwrap().unwrap().kbid;
         let r = &apply_learn(&kb, waiting);
         assert!(kbids(r).contains(&last), "{:?}", kbids(r));
+    }
+
+    /// Writes handed over while a group is applied join its transaction, in order, up to the
+    /// batch limit; failed preparations answer for themselves.
+    #[test]
+    fn writes_join_the_group_being_applied_up_to_the_batch_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(
+            tmp.path().join(crate::config::CONFIG_FILE),
+            "[limits]\nmax_batch = 4\n",
+        )
+        .unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        let prep = |text: &str| kb.prepare_write(WriteOp::Learn(LearnRequest::text(text)));
+        let seq_before = kb.last_change_seq().unwrap();
+        let mut offered = vec![
+            vec![prep("second note about tea"), prep("")],
+            vec![prep("third note about coffee")],
+        ]
+        .into_iter();
+        let mut rooms = Vec::new();
+        let out = kb
+            .write_prepared_joining(vec![prep("first note about water")], |room| {
+                rooms.push(room);
+                offered.next()
+            })
+            .unwrap();
+        // Asked after each batch, with the room left; the full group stops asking.
+        assert_eq!(rooms, vec![3, 1]);
+        let kinds: Vec<_> = out
+            .iter()
+            .map(|r| match r {
+                Ok(WriteOutcome::Learned(l)) => {
+                    kb.content(std::slice::from_ref(&l.kbid)).unwrap().data
+                }
+                Ok(_) => "other".to_string(),
+                Err(e) => format!("error on {}", e.field().unwrap_or("?")),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                "first note about water",
+                "second note about tea",
+                "error on content",
+                "third note about coffee"
+            ]
+        );
+        // One transaction: the three sections carry its timestamp and were logged together.
+        let stamps: Vec<_> = out
+            .iter()
+            .flatten()
+            .map(|r| match r {
+                WriteOutcome::Learned(l) => l.created_at.clone(),
+                _ => unreachable!("learned above"),
+            })
+            .collect();
+        assert!(stamps.windows(2).all(|w| w[0] == w[1]), "{stamps:?}");
+        assert_eq!(kb.changes_since(seq_before).unwrap().len(), 3);
     }
 
     #[test]

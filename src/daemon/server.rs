@@ -403,11 +403,36 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
             n += j.ops.len();
             jobs.push(j);
         }
-        let counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
+        let mut counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
         let ops: Vec<Result<crate::PreparedWrite>> =
             jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
-        tracing::debug!(writes = ops.len(), clients = jobs.len(), "group commit");
-        match state.kb.write_prepared_unindexed(ops) {
+        // Writers who come back while this group is being applied join it: no waiting, only
+        // what is already queued each time a batch has been applied.
+        let outcome = {
+            let (jobs, counts, carry, rx) = (&mut jobs, &mut counts, &mut carry, &rx);
+            state.kb.write_prepared_joining(ops, move |room| {
+                if carry.is_some() {
+                    return None;
+                }
+                let mut next = Vec::new();
+                while let Ok(mut j) = rx.try_recv() {
+                    if next.len() + j.ops.len() > room {
+                        *carry = Some(j);
+                        break;
+                    }
+                    counts.push(j.ops.len());
+                    next.append(&mut j.ops);
+                    jobs.push(j);
+                }
+                (!next.is_empty()).then_some(next)
+            })
+        };
+        tracing::debug!(
+            writes = counts.iter().sum::<usize>(),
+            clients = jobs.len(),
+            "group commit"
+        );
+        match outcome {
             Ok(results) => {
                 let mut results = results.into_iter();
                 for (job, count) in jobs.into_iter().zip(counts) {
