@@ -8,17 +8,16 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::TestDb;
 use common::daemon::{Raw, socket_path};
+use common::mcp::McpChild as Mcp;
 use serde_json::{Value, json};
 
 /// The daemon's message limit (docs/daemon.md), and one line just over it.
@@ -196,140 +195,19 @@ fn assert_rpc_invalid(v: &Value, field: &str, rule: &str) {
 // ---------------------------------------------------------------------------------------------
 // `kbdb mcp` as a child
 
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    next_id: u64,
-    stderr: PathBuf,
+/// A protocol error without a request id (the line could not be read as a request).
+#[track_caller]
+fn expect_error(m: &mut Mcp, code: i64, needle: &str) {
+    let v = m.next();
+    assert!(v.get("id").is_none_or(Value::is_null), "{v}");
+    assert_rpc_error(&v, code, needle);
 }
 
-impl Mcp {
-    fn start(db: &TestDb) -> Mcp {
-        let stderr = db.tmp.path().join("mcp-stderr.txt");
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-            .env("KBDB_RUNTIME_DIR", db.runtime_dir())
-            .env("KBDB_DAEMON_IDLE_SECS", "5")
-            .env_remove("KBDB_EMBEDDED")
-            .args(["mcp", "--db", db.dir.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| Value::String(format!("NOT JSON-RPC: {line}")));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut m = Mcp {
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            next_id: 1,
-            stderr,
-        };
-        let init = m.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "hostile", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "kbdb", "{init}");
-        m.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        m
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(bytes).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// The next message that is not a notification.
-    fn next(&mut self) -> Value {
-        loop {
-            let v = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("the MCP server answers within 60 s");
-            assert!(!v.is_string(), "{v}");
-            if v.get("method").is_some() && v.get("id").is_none() {
-                continue;
-            }
-            return v;
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(
-            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-                .to_string()
-                .as_bytes(),
-        );
-        loop {
-            let v = self.next();
-            if v["id"] == json!(id) {
-                return v;
-            }
-        }
-    }
-
-    /// Call a tool: (isError, text).
-    fn tool(&mut self, name: &str, args: Value) -> (bool, String) {
-        let v = self.request("tools/call", json!({"name": name, "arguments": args}));
-        let r = &v["result"];
-        assert!(r.is_object(), "{name}: {v}");
-        (
-            r["isError"] == true,
-            r["content"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    }
-
-    /// A protocol error without a request id (the line could not be read as a request).
-    #[track_caller]
-    fn expect_error(&mut self, code: i64, needle: &str) {
-        let v = self.next();
-        assert!(v.get("id").is_none_or(Value::is_null), "{v}");
-        assert_rpc_error(&v, code, needle);
-    }
-
-    /// Close stdin; the server exits cleanly and printed no panic.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "kbdb mcp did not exit at EOF");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(status.success(), "kbdb mcp exit: {status}");
-        assert_no_panic(
-            &std::fs::read_to_string(&self.stderr).unwrap_or_default(),
-            "kbdb mcp stderr",
-        );
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Close stdin; the server exits cleanly and printed no panic.
+fn finish(m: Mcp) {
+    let (status, stderr) = m.close();
+    assert!(status.success(), "kbdb mcp exit: {status}");
+    assert_no_panic(&stderr, "kbdb mcp stderr");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,7 +290,7 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     let mut m = Mcp::start(&db);
 
     m.send(&vec![b'['; DEEP]);
-    m.expect_error(-32700, "recursion limit exceeded");
+    expect_error(&mut m, -32700, "recursion limit exceeded");
     let mut deep = rpc_line(
         90,
         "tools/call",
@@ -421,16 +299,16 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     deep.pop();
     deep.extend(vec![b'['; DEEP]);
     m.send(&deep);
-    m.expect_error(-32700, "recursion limit exceeded");
+    expect_error(&mut m, -32700, "recursion limit exceeded");
 
     m.send(&rpc_line(
         91,
         "tools/call",
         b"{\"name\":\"search\",\"arguments\":{\"query\":\"qua\xffsars\"}}",
     ));
-    m.expect_error(-32700, "invalid unicode code point");
+    expect_error(&mut m, -32700, "invalid unicode code point");
     m.send(b"{\"jsonrpc\":\"2.0\",\"id\":92,\"method\":\"ping\",\"x\":\"a\x00b\"}");
-    m.expect_error(-32700, "control character");
+    expect_error(&mut m, -32700, "control character");
 
     let (err, text) = m.tool("learn", json!({"content": "x", "docid": "seed/a\u{0}b"}));
     assert!(err, "{text}");
@@ -459,7 +337,7 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     big.resize(MAX_MESSAGE + 1024, b'x');
     big.extend_from_slice(b"\"}}");
     m.send(&big);
-    m.expect_error(-32600, "exceeds 67108864 bytes");
+    expect_error(&mut m, -32600, "exceeds 67108864 bytes");
 
     let (err, text) = m.tool("search", json!({"query": "magnetars"}));
     assert!(!err, "{text}");
@@ -469,7 +347,7 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     );
     let (err, text) = m.tool("learn", json!({"content": "learned after the storm"}));
     assert!(!err, "{text}");
-    m.finish();
+    finish(m);
     assert_eq!(db.status()["sections"], 4);
     assert_intact(&db, &seed);
 }
@@ -1171,7 +1049,7 @@ fn export_destinations_that_traverse_link_or_hit_the_database_are_refused() {
         err && text.contains("is inside the database folder"),
         "{text}"
     );
-    m.finish();
+    finish(m);
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
     // A refused export creates nothing, not even the folders on its way.
     assert!(!tmp.parent().unwrap().join("escape").exists());

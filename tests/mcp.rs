@@ -4,138 +4,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
+use common::mcp::McpChild as Mcp;
 use common::{PNG_B64, TestDb};
 use serde_json::{Value, json};
-
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
-    next_id: u64,
-    /// Notifications seen while waiting for answers.
-    notifications: Vec<Value>,
-}
-
-impl Mcp {
-    fn start(db: &TestDb) -> Mcp {
-        Self::start_with(db, json!({}))
-    }
-
-    fn start_with(db: &TestDb, capabilities: Value) -> Mcp {
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-            .env("KBDB_RUNTIME_DIR", db.runtime_dir())
-            .env("KBDB_DAEMON_IDLE_SECS", "5")
-            .env_remove("KBDB_EMBEDDED")
-            .args(["mcp", "--db", db.dir.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout carries only JSON-RPC, got {line:?}: {e}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut m = Mcp {
-            stdin: child.stdin.take(),
-            child,
-            lines: rx,
-            next_id: 1,
-            notifications: Vec::new(),
-        };
-        let init = m.request(
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
-                   "clientInfo": {"name": "kbdb-test", "version": "1"}}),
-        );
-        assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
-        assert_eq!(init["result"]["serverInfo"]["name"], "kbdb");
-        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        m
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn next(&mut self) -> Value {
-        self.lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("an answer within 30 s")
-    }
-
-    /// Send a request and wait for its answer (notifications are kept aside).
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-        );
-        loop {
-            let v = self.next();
-            if v["id"] == json!(id) {
-                return v;
-            }
-            self.notifications.push(v);
-        }
-    }
-
-    /// Call a tool: (isError, text).
-    fn tool(&mut self, name: &str, args: Value) -> (bool, String) {
-        let v = self.request("tools/call", json!({"name": name, "arguments": args}));
-        let r = &v["result"];
-        assert!(r.is_object(), "{name}: {v}");
-        (
-            r["isError"] == true,
-            r["content"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    }
-
-    fn tool_ok(&mut self, name: &str, args: Value) -> Value {
-        let (err, text) = self.tool(name, args);
-        assert!(!err, "{name} failed: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text}"))
-    }
-
-    fn wait_notification(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.notifications.iter().position(&pred) {
-            return self.notifications.remove(i);
-        }
-        loop {
-            let v = self.next();
-            if pred(&v) {
-                return v;
-            }
-            self.notifications.push(v);
-        }
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn tools_list_carries_every_tool_with_the_spec_annotations() {
@@ -371,12 +242,12 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
         "--docid",
         "ops/runbook",
     ]);
-    let n = m.wait_notification(|v| v["method"] == "notifications/resources/updated");
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
     assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
     // A new document changes the resource list; a new section may be a skill (prompts).
     db.learn(&["# New page", "--docid", "ops/new"]);
-    m.wait_notification(|v| v["method"] == "notifications/resources/list_changed");
-    m.wait_notification(|v| v["method"] == "notifications/prompts/list_changed");
+    m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
 }
 
 #[test]
@@ -494,7 +365,7 @@ fn the_startup_check_warns_about_a_damaged_database() {
     let db = TestDb::new();
     db.learn(&["see [[missing/doc]] for more"]);
     let mut m = Mcp::start(&db);
-    let n = m.wait_notification(|v| v["method"] == "notifications/message");
+    let n = m.wait_for(|v| v["method"] == "notifications/message");
     assert_eq!(n["params"]["level"], "warning");
     assert_eq!(n["params"]["data"]["kinds"], json!(["broken_reference"]));
 }
@@ -516,19 +387,11 @@ fn protocol_errors_keep_the_connection_and_stdin_eof_ends_the_server() {
         json!({}),
         "still usable"
     );
-    drop(m.stdin.take());
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(status) = m.child.try_wait().unwrap() {
-            assert!(status.success());
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "exits when stdin closes"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (status, _) = m.close();
+    assert!(
+        status.success(),
+        "exits cleanly when stdin closes: {status}"
+    );
 }
 
 #[test]
@@ -609,7 +472,7 @@ fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it()
         .to_string(),
     );
     // The server asks the client's model; the test answers as the client.
-    let ask = m.wait_notification(|v| v["method"] == "sampling/createMessage");
+    let ask = m.wait_for(|v| v["method"] == "sampling/createMessage");
     let prompt = ask["params"]["messages"][0]["content"]["text"]
         .as_str()
         .unwrap()
@@ -620,7 +483,7 @@ fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it()
                 "content": {"type": "text", "text": "Write release notes for {{version}}."}}})
         .to_string(),
     );
-    let done = m.wait_notification(|v| v["id"] == 99);
+    let done = m.wait_for(|v| v["id"] == 99);
     let r: Value =
         serde_json::from_str(done["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(r["arguments"][0]["name"], "version");
@@ -650,10 +513,10 @@ fn collection_tools_resources_and_prompts_end_to_end() {
     m.request("resources/subscribe", json!({"uri": "kbdb://schema"}));
     // Models loaded by another process: the prompt list changes, the schema too.
     db.json(&["models", "load", &format!("{FIXTURE}/models.toml")]);
-    m.wait_notification(|v| {
+    m.wait_for(|v| {
         v["method"] == "notifications/resources/updated" && v["params"]["uri"] == "kbdb://schema"
     });
-    m.wait_notification(|v| v["method"] == "notifications/prompts/list_changed");
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
 
     let (err, guide) = m.tool("read_me", json!({}));
     assert!(

@@ -3,6 +3,7 @@
 
 pub mod daemon;
 pub mod embed_server;
+pub mod mcp;
 
 use std::path::{Path, PathBuf};
 
