@@ -289,7 +289,7 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     let seed = seed(&db);
     let mut m = Mcp::start(&db);
 
-    m.send(&vec![b'['; DEEP]);
+    m.send(vec![b'['; DEEP]);
     expect_error(&mut m, -32700, "recursion limit exceeded");
     let mut deep = rpc_line(
         90,
@@ -301,7 +301,7 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
     m.send(&deep);
     expect_error(&mut m, -32700, "recursion limit exceeded");
 
-    m.send(&rpc_line(
+    m.send(rpc_line(
         91,
         "tools/call",
         b"{\"name\":\"search\",\"arguments\":{\"query\":\"qua\xffsars\"}}",

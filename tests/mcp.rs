@@ -467,7 +467,7 @@ fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it()
 
     let mut m = Mcp::start_with(&db, json!({"sampling": {}}));
     m.send(
-        &json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                 "params": {"name": "skill-learn", "arguments": {"name": "draft", "description": "Draft release notes"}}})
         .to_string(),
     );
@@ -479,7 +479,7 @@ fn skill_learn_without_a_body_drafts_one_by_sampling_when_the_client_offers_it()
         .to_string();
     assert!(prompt.contains("Draft release notes"), "{prompt}");
     m.send(
-        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant", "model": "test-model",
+        json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"role": "assistant", "model": "test-model",
                 "content": {"type": "text", "text": "Write release notes for {{version}}."}}})
         .to_string(),
     );
