@@ -29,8 +29,9 @@ pub const INDEX_DIR: &str = "index/lexical";
 const PAYLOAD_PREFIX: &str = "kbdb-lexical-v1 seq=";
 /// Memory budget of the index writer (split across its threads).
 const WRITER_MEMORY: usize = 128 * 1024 * 1024;
-/// Documents handed to the index writer in one message at most (bounds what a replay of many
-/// changes holds in memory at once).
+/// Sections handed to the index writer in one message at most (bounds what a replay of many
+/// changes holds in memory at once): a rebuild sends one add per section, a catch-up a delete
+/// and, unless the section was removed, an add — at most `2 * BATCH` operations.
 const BATCH: usize = 256;
 
 #[derive(Clone, Copy)]
@@ -326,6 +327,7 @@ impl LexicalIndex {
         let content = txn.open_table(CONTENT)?;
         let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
         let mut ops = Vec::with_capacity(touched.len().min(BATCH) * 2);
+        let mut sections_in_ops = 0;
         for kbid in &touched {
             ops.push(UserOperation::Delete(Term::from_field_text(
                 self.fields.kbid,
@@ -342,8 +344,10 @@ impl LexicalIndex {
                     self.document(kbid, &rec, &bytes, &docids),
                 ));
             }
-            if ops.len() >= 2 * BATCH {
+            sections_in_ops += 1;
+            if sections_in_ops == BATCH {
                 self.send(std::mem::take(&mut ops))?;
+                sections_in_ops = 0;
             }
         }
         self.send(ops)?;
