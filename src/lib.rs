@@ -270,10 +270,10 @@ impl Kb {
     }
 
     /// Like `write_prepared_unindexed`, but writes that arrive while the transaction is being
-    /// applied join it: after each batch, `more` is asked for the next (until it answers `None`
-    /// or the batch limit is reached), so writers who come back while a group is being applied
-    /// share its commit instead of waiting for the next one. Results come in the order of the
-    /// writes, the first batch's first.
+    /// applied join it: after each batch, `more(room)` is asked for the next, of at most `room`
+    /// writes (until it answers `None` or the group holds `limits.max_batch` writes), so writers
+    /// who come back while a group is being applied share its commit instead of waiting for the
+    /// next one. Results come in the order of the writes, the first batch's first.
     pub fn write_prepared_joining(
         &self,
         prepared: Vec<Result<PreparedWrite>>,
