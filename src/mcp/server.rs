@@ -1095,6 +1095,15 @@ pub(super) async fn serve(db_dir: PathBuf, watch: Option<super::WatchSpec>) -> R
     let server = Kbdb {
         state: state.clone(),
     };
+    // Subscribed to the daemon's change events before the handshake: a change made once the
+    // client is initialized (a `resources/subscribe` followed by another process's write) is
+    // never missed.
+    let subscription = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || state.pool.subscription())
+            .await
+            .map_err(|e| KbError::Daemon(e.to_string()))?
+    };
     let running = match server.clone().serve(LineTransport::stdio()).await {
         Ok(r) => r,
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
@@ -1107,10 +1116,9 @@ pub(super) async fn serve(db_dir: PathBuf, watch: Option<super::WatchSpec>) -> R
 
     // Change events from the daemon (any process's writes), on a blocking thread.
     {
-        let state = state.clone();
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let Ok(mut sub) = state.pool.subscription() else {
+            let Ok(mut sub) = subscription else {
                 tracing::warn!("cannot subscribe to change events; resource notifications are off");
                 return;
             };
