@@ -282,15 +282,20 @@ impl Kb {
         let start = Instant::now();
         self.check_batch(prepared.len())?;
         let limit = self.config.limits.max_batch;
+        // The next batch to join, while the group has room.
+        let mut next_batch = |done: usize| {
+            if done < limit {
+                more(limit - done)
+            } else {
+                None
+            }
+        };
         let mut batch = prepared;
         let mut out: Vec<Result<WriteOutcome>> = Vec::with_capacity(batch.len());
         // Failed preparations only: nothing to open a transaction for.
         while batch.iter().all(|p| p.is_err()) {
             out.extend(batch.into_iter().filter_map(|p| p.err()).map(Err));
-            if out.len() >= limit {
-                return Ok(out);
-            }
-            match more(limit - out.len()) {
+            match next_batch(out.len()) {
                 Some(next) => batch = next,
                 None => return Ok(out),
             }
@@ -308,10 +313,7 @@ impl Kb {
                         Err(e) => Err(e),
                     });
                 }
-                if out.len() >= limit {
-                    break;
-                }
-                match more(limit - out.len()) {
+                match next_batch(out.len()) {
                     Some(next) => batch = next,
                     None => break,
                 }
@@ -1658,6 +1660,23 @@ mod tests {
             .collect();
         assert!(stamps.windows(2).all(|w| w[0] == w[1]), "{stamps:?}");
         assert_eq!(kb.changes_since(seq_before).unwrap().len(), 3);
+
+        // A group that starts with failed preparations only still takes the writes that join.
+        let mut offered = Some(vec![prep("fourth note about juice")]);
+        let out = kb
+            .write_prepared_joining(vec![prep("")], |_| offered.take())
+            .unwrap();
+        assert!(out[0].is_err(), "{:?}", out[0]);
+        let Ok(WriteOutcome::Learned(l)) = &out[1] else {
+            panic!("{:?}", out[1].as_ref().err())
+        };
+        assert_eq!(out.len(), 2);
+        assert!(
+            kb.content(std::slice::from_ref(&l.kbid))
+                .unwrap()
+                .data
+                .contains("juice")
+        );
     }
 
     #[test]

@@ -3,13 +3,13 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::TestDb;
+use common::mcp::McpChild;
 use serde_json::{Value, json};
 
 /// A folder of notes beside the database.
@@ -445,7 +445,8 @@ fn a_conflicting_edit_is_refused_and_nothing_is_lost() {
 /// A child process whose stdout lines are read on a thread.
 struct Lines {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Held open: the child's stdin stays connected while it runs.
+    _stdin: Option<ChildStdin>,
     rx: mpsc::Receiver<String>,
 }
 
@@ -463,18 +464,9 @@ impl Lines {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = common::stdout_lines(&mut child);
         Lines {
-            stdin: child.stdin.take(),
+            _stdin: child.stdin.take(),
             child,
             rx,
         }
@@ -496,12 +488,6 @@ impl Lines {
                 return v;
             }
         }
-    }
-
-    fn send(&mut self, v: &Value) {
-        let s = self.stdin.as_mut().unwrap();
-        writeln!(s, "{v}").unwrap();
-        s.flush().unwrap();
     }
 }
 
@@ -591,46 +577,34 @@ fn an_mcp_subscription_fires_on_an_editor_save() {
     );
     sync(&db, &dir, &["--prefix", "notes/"]);
 
-    let mut m = Lines::spawn(&db, &["mcp", "--watch", dir.to_str().unwrap()]);
-    m.send(
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "kbdb-test", "version": "1"}}}),
-    );
-    let init = m.wait_json(|v| v["id"] == 1);
+    let mut m = McpChild::start_with_args(&db, &["--watch", dir.to_str().unwrap()], json!({}));
     assert_eq!(
-        init["result"]["capabilities"]["resources"]["subscribe"],
+        m.init["result"]["capabilities"]["resources"]["subscribe"],
         true
     );
-    m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    m.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
-                   "params": {"uri": "kbdb://document/notes/plan"}}),
+    m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/notes/plan"}),
     );
-    m.wait_json(|v| v["id"] == 2);
 
     editor_save(
         &dir,
         "plan.md",
         "---\nstatus: ready\n---\n# Plan\n\nfinal draft with echidnas\n",
     );
-    let n = m.wait_json(|v| v["method"] == "notifications/resources/updated");
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
     assert_eq!(n["params"]["uri"], "kbdb://document/notes/plan");
 
-    m.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                   "params": {"name": "search", "arguments": {"query": "echidnas"}}}));
-    let r = m.wait_json(|v| v["id"] == 3);
-    let found: Value =
-        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let found = m.tool_ok("search", json!({"query": "echidnas"}));
     assert_eq!(found["total"], 1, "{found}");
     let doc = db.json(&["retrieve", "--docid", "notes/plan"]);
     assert_eq!(doc["metadata"]["status"], "ready");
 
     // An agent's edit lands in the file.
-    m.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                   "params": {"name": "update_document", "arguments": {"pathId": "notes/plan", "meta": {"status": "done"}}}}));
-    let r = m.wait_json(|v| v["id"] == 4);
-    assert_ne!(r["result"]["isError"], true, "{r}");
+    m.tool_ok(
+        "update_document",
+        json!({"pathId": "notes/plan", "meta": {"status": "done"}}),
+    );
     assert_eq!(
         read(&dir, "plan.md"),
         "---\nstatus: done\n---\n# Plan\n\nfinal draft with echidnas\n"

@@ -1,6 +1,6 @@
 //! `kbdb mcp` as a child process, driven with raw JSON-RPC lines over its stdin and stdout.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -16,7 +16,9 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 pub struct McpChild {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<Value>,
+    lines: mpsc::Receiver<String>,
+    /// The server's answer to `initialize`.
+    pub init: Value,
     next_id: u64,
     /// Messages read while waiting for another one, in arrival order.
     aside: Vec<Value>,
@@ -33,34 +35,29 @@ impl McpChild {
 
     /// Start it offering the client `capabilities`.
     pub fn start_with(db: &TestDb, capabilities: Value) -> McpChild {
+        Self::start_with_args(db, &[], capabilities)
+    }
+
+    /// Start `kbdb mcp --db DIR ARGS…` offering the client `capabilities`.
+    pub fn start_with_args(db: &TestDb, args: &[&str], capabilities: Value) -> McpChild {
         let stderr = db.tmp.path().join(format!("mcp-stderr-{}.txt", unique()));
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
             .env("KBDB_RUNTIME_DIR", db.runtime_dir())
             .env("KBDB_DAEMON_IDLE_SECS", "5")
             .env_remove("KBDB_EMBEDDED")
             .args(["mcp", "--db", db.dir.to_str().unwrap()])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                // Anything but JSON on stdout fails the test when it is read (`next`).
-                let v = serde_json::from_str(&line)
-                    .unwrap_or_else(|_| Value::String(format!("NOT JSON-RPC: {line}")));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = super::stdout_lines(&mut child);
         let mut m = McpChild {
             stdin: child.stdin.take(),
             child,
-            lines: rx,
+            lines,
+            init: Value::Null,
             next_id: 1,
             aside: Vec::new(),
             stderr,
@@ -72,6 +69,7 @@ impl McpChild {
         );
         assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
         assert_eq!(init["result"]["serverInfo"]["name"], "kbdb", "{init}");
+        m.init = init;
         m.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         m
     }
@@ -84,13 +82,13 @@ impl McpChild {
         stdin.flush().unwrap();
     }
 
+    /// The next line of stdout, which must be JSON (stdout carries nothing else).
     fn read(&mut self) -> Value {
-        let v = self
+        let line = self
             .lines
             .recv_timeout(ANSWER_WITHIN)
             .expect("the MCP server answers within 60 s");
-        assert!(!v.is_string(), "{v}");
-        v
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"))
     }
 
     /// The next message that is not a notification (notifications are kept aside).

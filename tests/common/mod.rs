@@ -5,7 +5,10 @@ pub mod daemon;
 pub mod embed_server;
 pub mod mcp;
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::mpsc;
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -134,3 +137,18 @@ pub fn kbdb_cmd() -> Command {
 
 /// A 1×1 transparent PNG.
 pub const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+/// The lines a child writes to its (piped) stdout, read on a thread of their own.
+pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
