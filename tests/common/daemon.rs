@@ -105,6 +105,30 @@ pub fn wait_gone(pid: u32, timeout: Duration) -> bool {
     }
 }
 
+/// Each thread of `pid` with its state and the kernel function it waits in
+/// (`tid state wchan`), to say why a process outlives a SIGKILL: a thread in uninterruptible
+/// sleep (`D`, e.g. an fsync on a loaded disk) delays the exit until its I/O is done.
+pub fn describe_threads(pid: u32) -> String {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("{pid}: gone");
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+        out.push(format!(
+            "{} {state} {wchan}",
+            t.file_name().to_string_lossy()
+        ));
+    }
+    out.join(", ")
+}
+
 /// What a JSON-RPC call came back with.
 #[derive(Debug, Clone)]
 pub enum Reply {
