@@ -580,3 +580,90 @@ fn init_on_a_database_its_daemon_holds_just_reports_it() {
     assert_eq!(v["created"], false);
     assert_eq!(db.status()["sections"], 1);
 }
+
+#[test]
+fn a_full_group_leaves_the_next_writes_for_the_following_commit_and_loses_none() {
+    // Groups of at most 3 writes; writers of 2 at once, so a queued job regularly does not fit
+    // into the group being formed and must wait for the next one (the daemon logs it).
+    let db = TestDb::new();
+    let status = db
+        .cmd()
+        .env("KBDB_MAX_BATCH", "3")
+        .env("KBDB_LOG", "kbdb=debug")
+        .args(["status", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let sock = socket_path(&db);
+    let writers = 6;
+    let mut carried = 0;
+    let mut acked: Vec<String> = Vec::new();
+    // Rounds until a carried job has been seen (practically the first).
+    for round in 0..20 {
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let sock = sock.clone();
+                std::thread::spawn(move || {
+                    let mut rpc = common::daemon::Rpc::connect(&sock, Duration::from_secs(60))
+                        .expect("connect");
+                    let mut kbids = Vec::new();
+                    for i in 0..25 {
+                        let requests: Vec<Value> = (0..2)
+                            .map(|k| json!({"content": format!("round {round} writer {w} write {i} part {k}")}))
+                            .collect();
+                        match rpc.call("learn_many", json!({"requests": requests})) {
+                            common::daemon::Reply::Ok(v) => {
+                                for r in v.as_array().expect("one result per write") {
+                                    kbids.push(r["ok"]["kbid"].as_str().unwrap_or_else(|| panic!("{r}")).to_string());
+                                }
+                            }
+                            other => panic!("writer {w}: {other:?}"),
+                        }
+                    }
+                    kbids
+                })
+            })
+            .collect();
+        for h in handles {
+            acked.extend(h.join().unwrap());
+        }
+        let log = std::fs::read_to_string(db.dir.join("daemon.log")).unwrap();
+        let groups: Vec<&str> = log.lines().filter(|l| l.contains("group commit")).collect();
+        let field = |line: &str, name: &str| -> Option<String> {
+            let rest = line.split(&format!(" {name}=")).nth(1)?;
+            Some(rest.split_whitespace().next()?.to_string())
+        };
+        let mut written = 0;
+        carried = 0;
+        for g in &groups {
+            let n: usize = field(g, "writes").and_then(|n| n.parse().ok()).expect(g);
+            assert!(n <= 3, "a group of {n} writes over the limit of 3: {g}");
+            written += n;
+            carried += usize::from(field(g, "carried").as_deref() == Some("true"));
+        }
+        assert_eq!(
+            written,
+            acked.len(),
+            "every acknowledged write was in one group"
+        );
+        if carried > 0 {
+            break;
+        }
+    }
+    assert!(carried > 0, "no job ever waited for the next group");
+    assert_eq!(
+        acked.len(),
+        acked.iter().collect::<std::collections::HashSet<_>>().len()
+    );
+    let mut rpc = common::daemon::Rpc::connect(&sock, Duration::from_secs(60)).unwrap();
+    match rpc.call("status", json!({})) {
+        common::daemon::Reply::Ok(v) => assert_eq!(v["sections"], acked.len()),
+        other => panic!("{other:?}"),
+    }
+    for kbid in &acked {
+        match rpc.call("recall", json!({"kbid": kbid})) {
+            common::daemon::Reply::Ok(_) => {}
+            other => panic!("{kbid}: {other:?}"),
+        }
+    }
+}

@@ -430,6 +430,8 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
         tracing::debug!(
             writes = counts.iter().sum::<usize>(),
             clients = jobs.len(),
+            // A job that would have overfilled the group waits for the next one.
+            carried = carry.is_some(),
             "group commit"
         );
         match outcome {
