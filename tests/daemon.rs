@@ -667,3 +667,33 @@ fn a_full_group_leaves_the_next_writes_for_the_following_commit_and_loses_none()
         }
     }
 }
+
+#[test]
+fn a_large_log_is_moved_aside_when_a_daemon_starts() {
+    let db = TestDb::new();
+    db.stop_daemon();
+    let log = db.dir.join("daemon.log");
+    let old = db.dir.join("daemon.log.1");
+    // A log just over the 8 MiB limit.
+    let line = "2026-01-01T00:00:00Z  INFO kbdb: an old line\n";
+    let mut big = String::new();
+    while big.len() < 8 * 1024 * 1024 {
+        big.push_str(line);
+    }
+    std::fs::write(&log, &big).unwrap();
+    db.status();
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        big,
+        "the old log is kept whole"
+    );
+    let new = std::fs::read_to_string(&log).unwrap();
+    assert!(new.contains("daemon started"), "{new}");
+    assert!(!new.contains("an old line"), "{new}");
+    // A small log stays where it is.
+    db.stop_daemon();
+    db.status();
+    let again = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(again.matches("daemon started").count(), 2, "{again}");
+    assert_eq!(std::fs::metadata(&old).unwrap().len(), big.len() as u64);
+}

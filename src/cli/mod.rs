@@ -113,10 +113,7 @@ fn init_tracing(cli: &args::Cli) {
             .db
             .clone()
             .unwrap_or_else(|| commands::DEFAULT_DB.into());
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(db.join(kbdb::daemon::LOG_FILE));
+        let log = kbdb::daemon::open_log(&db);
         if let Ok(file) = log {
             tracing_subscriber::fmt()
                 .with_writer(std::sync::Mutex::new(file))

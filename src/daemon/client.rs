@@ -130,7 +130,13 @@ fn log_len(db_dir: &Path) -> u64 {
 fn log_tail(db_dir: &Path, from: u64) -> String {
     let log = db_dir.join(LOG_FILE);
     let bytes = std::fs::read(&log).unwrap_or_default();
-    let text = String::from_utf8_lossy(bytes.get(from as usize..).unwrap_or_default());
+    // A log shorter than before was started anew (moved aside when it grew too large).
+    let from = if from as usize > bytes.len() {
+        0
+    } else {
+        from as usize
+    };
+    let text = String::from_utf8_lossy(&bytes[from..]);
     let lines: Vec<&str> = text.lines().rev().take(3).collect();
     if lines.is_empty() {
         return format!("it logged nothing in {}", log.display());

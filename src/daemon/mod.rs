@@ -18,6 +18,26 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 pub const START_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 /// The log file, in the database folder.
 pub const LOG_FILE: &str = "daemon.log";
+/// The previous log, kept once the log grew past [`LOG_ROTATE_BYTES`].
+pub const OLD_LOG_FILE: &str = "daemon.log.1";
+/// A daemon that starts with a log this large moves it to [`OLD_LOG_FILE`] (replacing the one
+/// there) and starts a new one, so the logs of a database never take more than about twice this.
+pub const LOG_ROTATE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Open the daemon's log in `db_dir` for appending, first moving a log of
+/// [`LOG_ROTATE_BYTES`] or more aside.
+pub fn open_log(db_dir: &Path) -> std::io::Result<std::fs::File> {
+    let log = db_dir.join(LOG_FILE);
+    if std::fs::metadata(&log).is_ok_and(|m| m.len() >= LOG_ROTATE_BYTES) {
+        // A daemon still writing the old file (one refused at start can get here while
+        // another runs) goes on appending to it under its new name: no line is lost.
+        std::fs::rename(&log, db_dir.join(OLD_LOG_FILE))?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+}
 
 fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
