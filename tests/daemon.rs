@@ -697,3 +697,36 @@ fn a_large_log_is_moved_aside_when_a_daemon_starts() {
     assert_eq!(again.matches("daemon started").count(), 2, "{again}");
     assert_eq!(std::fs::metadata(&old).unwrap().len(), big.len() as u64);
 }
+
+#[test]
+fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
+    let db = TestDb::new();
+    db.stop_daemon();
+    assert_eq!(db.json(&["daemon", "status"])["running"], false);
+    for fact in ["status fact one", "status fact two", "status fact three"] {
+        db.learn(&[fact]);
+    }
+    let _listener = Raw::connect(&db);
+    // This `daemon status` and the connection above; the learns' connections close as their
+    // processes exit, which the daemon notices a moment later.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let v = db.json(&["daemon", "status"]);
+        if v["daemon"]["activity"]["clients"] == 2 || Instant::now() > deadline {
+            break v;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status["running"], true);
+    let a = &status["daemon"]["activity"];
+    assert_eq!(a["clients"], 2, "{status}");
+    assert_eq!(a["writes"], 3, "{status}");
+    assert_eq!(a["write_groups"], 3, "one learn at a time: {status}");
+    assert_eq!(a["socket"], socket_path(&db).to_str().unwrap());
+    assert_eq!(a["log"], db.dir.join("daemon.log").to_str().unwrap());
+    assert!(a["uptime_secs"].as_u64().is_some(), "{status}");
+    let out = db.cmd().args(["daemon", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3 writes in 3 group commits"), "{text}");
+    assert!(text.contains("2 clients connected"), "{text}");
+}

@@ -239,10 +239,28 @@ fn daemon(
                     false,
                 ),
                 Format::Text => match &info {
-                    Some(i) => print_text(&format!(
-                        "running: pid {}, kbdb {} ({}), serving {}",
-                        i.pid, i.version, i.build, i.db
-                    )),
+                    Some(i) => {
+                        let mut text = format!(
+                            "running: pid {}, kbdb {} ({}), serving {}",
+                            i.pid, i.version, i.build, i.db
+                        );
+                        if let Some(a) = &i.activity {
+                            let plural = |n: u64| if n == 1 { "" } else { "s" };
+                            text.push_str(&format!(
+                                "\nup {} s, {} client{} connected, {} write{} in {} group commit{}\nsocket {}\nlog {}",
+                                a.uptime_secs,
+                                a.clients,
+                                plural(a.clients),
+                                a.writes,
+                                plural(a.writes),
+                                a.write_groups,
+                                plural(a.write_groups),
+                                a.socket,
+                                a.log
+                            ));
+                        }
+                        print_text(&text)
+                    }
                     None => print_text(&format!("no daemon serves {}", dir.display())),
                 },
             }

@@ -26,6 +26,26 @@ pub struct DaemonInfo {
     pub build: String,
     pub pid: u32,
     pub db: String,
+    /// What the daemon has done since it started (absent from daemons of older builds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Box<Activity>>,
+}
+
+/// A running daemon's counters, from `hello`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Activity {
+    /// Seconds since it started.
+    pub uptime_secs: u64,
+    /// Open client connections, the asking one included.
+    pub clients: u64,
+    /// Writes acknowledged (each section learned, document edited or section unlearned).
+    pub writes: u64,
+    /// Groups the writer made of them: one transaction each, committed with one fsync when it
+    /// changed something.
+    pub write_groups: u64,
+    /// Its socket and its log file.
+    pub socket: String,
+    pub log: String,
 }
 
 pub struct Client {

@@ -5,8 +5,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,6 +77,11 @@ struct State {
     last_activity: Mutex<Instant>,
     stop: Arc<AtomicBool>,
     build: String,
+    /// For `hello`: when it started, where it listens, what it has written.
+    started: Instant,
+    socket: PathBuf,
+    writes: AtomicU64,
+    write_groups: AtomicU64,
 }
 
 impl State {
@@ -255,6 +260,10 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         last_activity: Mutex::new(Instant::now()),
         stop: stop.clone(),
         build: identity(kb.dir()),
+        started: Instant::now(),
+        socket: sock.clone(),
+        writes: AtomicU64::new(0),
+        write_groups: AtomicU64::new(0),
     });
     // The index follows the writer on its own thread: a write is acknowledged once durable,
     // and indexing (which searches would otherwise do themselves) overlaps the next group.
@@ -436,6 +445,11 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
         );
         match outcome {
             Ok(results) => {
+                let acknowledged = results.iter().filter(|r| r.is_ok()).count();
+                state
+                    .writes
+                    .fetch_add(acknowledged as u64, Ordering::Relaxed);
+                state.write_groups.fetch_add(1, Ordering::Relaxed);
                 let mut results = results.into_iter();
                 for (job, count) in jobs.into_iter().zip(counts) {
                     let mine: Vec<_> = results.by_ref().take(count).collect();
@@ -562,6 +576,14 @@ fn dispatch(
             "build": state.build,
             "pid": std::process::id(),
             "db": state.kb.dir().display().to_string(),
+            "activity": {
+                "uptime_secs": state.started.elapsed().as_secs(),
+                "clients": state.active.load(Ordering::Relaxed),
+                "writes": state.writes.load(Ordering::Relaxed),
+                "write_groups": state.write_groups.load(Ordering::Relaxed),
+                "socket": state.socket.display().to_string(),
+                "log": state.kb.dir().join(super::LOG_FILE).display().to_string(),
+            },
         })),
         "shutdown" => Ok(json!({"stopping": true})),
         "subscribe" => {
