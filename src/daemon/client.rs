@@ -61,27 +61,52 @@ fn daemon_err(msg: impl Into<String>) -> KbError {
     KbError::Daemon(msg.into())
 }
 
-/// Connect to a socket and say hello; None when nobody answers.
-fn try_connect(sock: &Path) -> Option<(UnixStream, BufReader<UnixStream>, DaemonInfo)> {
-    let stream = UnixStream::connect(sock).ok()?;
-    stream
+/// A connection to a daemon that answered `hello`.
+type Connection = (UnixStream, BufReader<UnixStream>, DaemonInfo);
+
+/// Connect to a socket and say hello: None when nobody answers; an error when a daemon answers
+/// but refuses this client (it could not start a thread for it).
+fn try_connect(sock: &Path) -> Result<Option<Connection>> {
+    let Ok(stream) = UnixStream::connect(sock) else {
+        return Ok(None);
+    };
+    if stream
         .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    let mut writer = stream.try_clone().ok()?;
+        .is_err()
+    {
+        return Ok(None);
+    }
+    let Ok(mut writer) = stream.try_clone() else {
+        return Ok(None);
+    };
     let mut reader = BufReader::new(stream);
     let hello = json!({"jsonrpc": "2.0", "id": 0, "method": "hello"}).to_string();
-    writer.write_all(format!("{hello}\n").as_bytes()).ok()?;
+    // A daemon that refuses a client writes why and closes at once, so sending can fail while
+    // its answer is still there to read.
+    let _ = writer.write_all(format!("{hello}\n").as_bytes());
     let mut line = String::new();
-    reader.read_line(&mut line).ok()?;
-    let v: Value = serde_json::from_str(&line).ok()?;
-    let info: DaemonInfo = serde_json::from_value(v.get("result")?.clone()).ok()?;
-    Some((writer, reader, info))
+    if reader.read_line(&mut line).is_err() {
+        return Ok(None);
+    }
+    let Ok(v) = serde_json::from_str::<Value>(&line) else {
+        return Ok(None);
+    };
+    if let Some(e) = v.get("error") {
+        let why = e["message"].as_str().unwrap_or("no reason given");
+        return Err(daemon_err(format!(
+            "the daemon on {} refused this client: {why}",
+            sock.display()
+        )));
+    }
+    Ok(v.get("result")
+        .and_then(|r| serde_json::from_value(r.clone()).ok())
+        .map(|info| (writer, reader, info)))
 }
 
 /// Ask the daemon on `sock` to stop and wait until it has exited (and so released the
 /// database).
 pub fn stop_daemon(sock: &Path) -> Result<bool> {
-    let Some((mut writer, mut reader, info)) = try_connect(sock) else {
+    let Some((mut writer, mut reader, info)) = try_connect(sock)? else {
         return Ok(false);
     };
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}).to_string();
@@ -115,7 +140,7 @@ pub fn daemon_socket(db_dir: &Path) -> Result<PathBuf> {
 /// The running daemon's `hello`, if one answers.
 pub fn daemon_info(db_dir: &Path) -> Result<Option<DaemonInfo>> {
     let sock = daemon_socket(db_dir)?;
-    Ok(try_connect(&sock).map(|(_, _, info)| info))
+    Ok(try_connect(&sock)?.map(|(_, _, info)| info))
 }
 
 /// Start `kbdb daemon --db DIR` detached (own session, no terminal, output to the log).
@@ -209,7 +234,7 @@ impl Client {
         let sock = super::recorded_socket(&db_dir)
             .filter(|s| *s != own && UnixStream::connect(s).is_ok())
             .unwrap_or(own);
-        let (writer, reader, info) = match try_connect(&sock) {
+        let (writer, reader, info) = match try_connect(&sock)? {
             Some(c) if c.2.build == identity(&db_dir) => c,
             Some((writer, reader, old)) => {
                 tracing::info!(old = %old.build, new = %identity(&db_dir), "replacing a daemon of another build or configuration");
@@ -386,11 +411,7 @@ impl CallFailure {
 }
 
 /// Start a daemon under the start lock (or find the one another client just started).
-fn start(
-    db_dir: &Path,
-    sock: &Path,
-    lock: &Path,
-) -> Result<(UnixStream, BufReader<UnixStream>, DaemonInfo)> {
+fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
     let lock_file = File::options()
         .create(true)
         .truncate(false)
@@ -401,7 +422,7 @@ fn start(
         .lock()
         .map_err(|e| KbError::io(format!("cannot lock {}", lock.display()), e))?;
     // Another client may have started it while we waited for the lock.
-    if let Some(c) = try_connect(sock) {
+    if let Some(c) = try_connect(sock)? {
         return Ok(c);
     }
     check_access(db_dir)?;
@@ -409,7 +430,7 @@ fn start(
     let mut child = spawn_daemon(db_dir)?;
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
-        if let Some(c) = try_connect(sock) {
+        if let Some(c) = try_connect(sock)? {
             // Reap the launcher's child record when it exits; the daemon lives on in its own
             // session.
             std::thread::spawn(move || child.wait());
@@ -417,7 +438,9 @@ fn start(
         }
         if let Ok(Some(status)) = child.try_wait() {
             // Another client (from another runtime folder) may have won the race.
-            if let Some(c) = super::recorded_socket(db_dir).and_then(|s| try_connect(&s)) {
+            if let Some(s) = super::recorded_socket(db_dir)
+                && let Some(c) = try_connect(&s)?
+            {
                 return Ok(c);
             }
             return Err(daemon_err(format!(

@@ -272,24 +272,29 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     // milliseconds to seconds); it starts with a round, so sections left pending by a crash are
     // embedded without waiting for a write.
     let (embed_tx, embed_rx) = mpsc::channel::<()>();
-    let embedder = kb.embedding_configured().then(|| {
-        let kb = kb.clone();
-        let _ = embed_tx.send(());
-        std::thread::spawn(move || embed_loop(&kb, embed_rx))
-    });
+    let embedder = match kb.embedding_configured() {
+        true => {
+            let kb = kb.clone();
+            let _ = embed_tx.send(());
+            Some(named_thread("kbdb-embedder", move || {
+                embed_loop(&kb, embed_rx)
+            })?)
+        }
+        false => None,
+    };
     let indexer = {
         let kb = kb.clone();
-        std::thread::spawn(move || {
+        named_thread("kbdb-indexer", move || {
             while index_rx.recv().is_ok() {
                 while index_rx.try_recv().is_ok() {}
                 kb.index_pending();
                 let _ = embed_tx.send(());
             }
-        })
+        })?
     };
     let writer = {
         let state = state.clone();
-        std::thread::spawn(move || write_loop(&state, rx, index_tx))
+        named_thread("kbdb-writer", move || write_loop(&state, rx, index_tx))?
     };
     tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
 
@@ -298,14 +303,30 @@ pub fn serve(db_dir: &Path) -> Result<()> {
             Ok((stream, _)) => {
                 state.touch();
                 state.active.fetch_add(1, Ordering::SeqCst);
-                let state = state.clone();
-                std::thread::spawn(move || {
-                    if let Err(e) = handle(&state, stream) {
-                        tracing::debug!("connection ended: {e}");
-                    }
+                // Kept to answer the client if no thread can be made for it.
+                let refusal = stream.try_clone();
+                let worker = state.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("kbdb-client".into())
+                    .spawn(move || {
+                        if let Err(e) = handle(&worker, stream) {
+                            tracing::debug!("connection ended: {e}");
+                        }
+                        worker.active.fetch_sub(1, Ordering::SeqCst);
+                        worker.touch();
+                    });
+                // Out of threads (a flood of connections, a process limit): this client is
+                // told so and closed; the daemon and its other clients go on.
+                if let Err(e) = spawned {
                     state.active.fetch_sub(1, Ordering::SeqCst);
-                    state.touch();
-                });
+                    tracing::warn!("cannot serve another client: {e}");
+                    if let Ok(mut s) = refusal {
+                        let msg =
+                            format!("the daemon cannot serve another client now ({e}); retry");
+                        let line = error_response(&Value::Null, OPERATION_FAILED, &msg, None);
+                        let _ = s.write_all(format!("{line}\n").as_bytes());
+                    }
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 wait_readable(&listener, 100);
@@ -345,6 +366,17 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// Start one of the daemon's own threads, named so that `top -H` and profiles tell them apart.
+fn named_thread(
+    name: &str,
+    f: impl FnOnce() + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| KbError::io(format!("cannot start the daemon's {name} thread"), e))
 }
 
 /// Embed pending sections whenever the indexer signals, retrying a failing provider with
