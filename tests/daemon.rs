@@ -731,42 +731,13 @@ fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
     assert!(text.contains("2 clients connected"), "{text}");
 }
 
-/// A cgroup (v1 `pids` controller) that limits how many threads a process may start; None when
-/// this machine does not let the test make one (no such controller, or not allowed).
-struct PidsLimit {
-    dir: PathBuf,
-    pid: u32,
-}
-
-impl PidsLimit {
-    /// Move `pid` into a new cgroup where it may not start any more threads.
-    fn freeze_threads_of(pid: u32) -> Option<PidsLimit> {
-        let root = std::path::Path::new("/sys/fs/cgroup/pids");
-        let dir = root.join(format!("kbdb-test-{}-{pid}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
-        let limit = PidsLimit { dir, pid };
-        std::fs::write(limit.dir.join("cgroup.procs"), pid.to_string()).ok()?;
-        let current = std::fs::read_to_string(limit.dir.join("pids.current")).ok()?;
-        std::fs::write(limit.dir.join("pids.max"), current.trim()).ok()?;
-        Some(limit)
-    }
-}
-
-impl Drop for PidsLimit {
-    fn drop(&mut self) {
-        let root = std::path::Path::new("/sys/fs/cgroup/pids");
-        let _ = std::fs::write(root.join("cgroup.procs"), self.pid.to_string());
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
 #[test]
 fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
     let db = TestDb::new();
     db.learn(&["a fact learned before the limit"]);
     let pid = daemon_pid(&db).unwrap();
     let mut before = Raw::connect(&db);
-    let Some(limit) = PidsLimit::freeze_threads_of(pid) else {
+    let Some(limit) = common::daemon::PidsLimit::freeze_threads_of(pid) else {
         eprintln!("skipped: this machine lets no test limit a process's threads (cgroup v1 pids)");
         return;
     };

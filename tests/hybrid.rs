@@ -410,3 +410,36 @@ fn configuring_a_provider_embeds_the_sections_already_stored() {
     let r = db.json(&["search", "--mode", "hybrid", "database rationale"]);
     assert_eq!(kbids(&r)[0], fact["kbid"].as_str().unwrap());
 }
+
+#[test]
+fn a_hybrid_search_needs_no_extra_thread() {
+    // The vector scan runs beside the lexical query on a thread of its own; a daemon that cannot
+    // start one (a process limit) runs it on the request's thread instead of failing.
+    let (db, _server) = with_server("concepts-v1");
+    let fact = db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The kitten sleeps on the sofa all afternoon."]);
+    wait_embedded(&db);
+    let query = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "search",
+        "params": {"query": "database rationale", "mode": "hybrid"}});
+    let mut conn = common::daemon::Raw::connect(&db);
+    let before = conn.call_json(query.clone());
+    assert_eq!(before["result"]["retrieval_method"], "hybrid", "{before}");
+    let pid = db.json(&["daemon", "status"])["daemon"]["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    let Some(limit) = common::daemon::PidsLimit::freeze_threads_of(pid) else {
+        eprintln!("skipped: this machine lets no test limit a process's threads (cgroup v1 pids)");
+        return;
+    };
+    for _ in 0..3 {
+        let v = conn.call_json(query.clone());
+        assert_eq!(v["result"]["retrieval_method"], "hybrid", "{v}");
+        assert_eq!(
+            kbids(&v["result"])[0],
+            fact["kbid"].as_str().unwrap(),
+            "{v}"
+        );
+        assert_eq!(v["result"]["items"], before["result"]["items"]);
+    }
+    drop(limit);
+}

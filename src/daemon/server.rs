@@ -309,11 +309,10 @@ pub fn serve(db_dir: &Path) -> Result<()> {
                 let spawned = std::thread::Builder::new()
                     .name("kbdb-client".into())
                     .spawn(move || {
+                        let _counted = ClientCount(&worker);
                         if let Err(e) = handle(&worker, stream) {
                             tracing::debug!("connection ended: {e}");
                         }
-                        worker.active.fetch_sub(1, Ordering::SeqCst);
-                        worker.touch();
                     });
                 // Out of threads (a flood of connections, a process limit): this client is
                 // told so and closed; the daemon and its other clients go on.
@@ -366,6 +365,17 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// A connected client, counted in `State::active` until its thread ends — also by a panic, so
+/// that one failed request cannot keep the daemon from ever becoming idle.
+struct ClientCount<'a>(&'a State);
+
+impl Drop for ClientCount<'_> {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+        self.0.touch();
+    }
 }
 
 /// Start one of the daemon's own threads, named so that `top -H` and profiles tell them apart.

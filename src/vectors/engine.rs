@@ -286,14 +286,16 @@ impl Kb {
             }
         }
         // The vector scan runs on its own thread while this one runs the lexical query; the
-        // fusion waits for it.
+        // fusion waits for it. Without a thread to be had (a process limit), it runs here.
         let mut r = std::thread::scope(|scope| {
-            let scan = scope.spawn(|| self.vector_hits(req, query, documents.clone()));
+            let scan = std::thread::Builder::new()
+                .spawn_scoped(scope, || self.vector_hits(req, query, documents.clone()));
             let v = VectorHits::pending(
-                || {
-                    scan.join().map_err(|_| {
+                || match scan {
+                    Ok(scan) => scan.join().map_err(|_| {
                         KbError::Storage("vector search: the scan thread panicked".into())
-                    })?
+                    })?,
+                    Err(_) => self.vector_hits(req, query, documents.clone()),
                 },
                 retrieval == Retrieval::Vector,
                 self.config.embedding.rrf_k,

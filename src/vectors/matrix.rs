@@ -555,16 +555,27 @@ fn on_all_cores<T: Send>(
     let per_thread = n.div_ceil(threads);
     let work = &work;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..n)
+        // A part no thread could be started for (a process limit) is done on this thread.
+        let parts: Vec<_> = (0..n)
             .step_by(per_thread)
-            .map(|start| scope.spawn(move || work(start..(start + per_thread).min(n))))
+            .map(|start| {
+                let range = start..(start + per_thread).min(n);
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, {
+                        let range = range.clone();
+                        move || work(range)
+                    })
+                    .map_err(|_| range)
+            })
             .collect();
         let mut all = Vec::with_capacity(n);
-        for h in handles {
-            all.extend(
-                h.join()
+        for part in parts {
+            all.extend(match part {
+                Ok(h) => h
+                    .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            );
+                Err(range) => work(range),
+            });
         }
         all
     })

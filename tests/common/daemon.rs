@@ -202,3 +202,32 @@ impl Rpc {
         }
     }
 }
+
+/// A cgroup (v1 `pids` controller) that limits how many threads a process may start; None when
+/// this machine does not let the test make one (no such controller, or not allowed).
+pub struct PidsLimit {
+    dir: PathBuf,
+    pid: u32,
+}
+
+impl PidsLimit {
+    /// Move `pid` into a new cgroup where it may not start any more threads.
+    pub fn freeze_threads_of(pid: u32) -> Option<PidsLimit> {
+        let root = std::path::Path::new("/sys/fs/cgroup/pids");
+        let dir = root.join(format!("kbdb-test-{}-{pid}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let limit = PidsLimit { dir, pid };
+        std::fs::write(limit.dir.join("cgroup.procs"), pid.to_string()).ok()?;
+        let current = std::fs::read_to_string(limit.dir.join("pids.current")).ok()?;
+        std::fs::write(limit.dir.join("pids.max"), current.trim()).ok()?;
+        Some(limit)
+    }
+}
+
+impl Drop for PidsLimit {
+    fn drop(&mut self) {
+        let root = std::path::Path::new("/sys/fs/cgroup/pids");
+        let _ = std::fs::write(root.join("cgroup.procs"), self.pid.to_string());
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
