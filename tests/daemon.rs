@@ -720,6 +720,7 @@ fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
     assert_eq!(status["running"], true);
     let a = &status["daemon"]["activity"];
     assert_eq!(a["clients"], 2, "{status}");
+    assert_eq!(a["subscribers"], 0, "{status}");
     assert_eq!(a["writes"], 3, "{status}");
     assert_eq!(a["write_groups"], 3, "one learn at a time: {status}");
     assert_eq!(a["socket"], socket_path(&db).to_str().unwrap());
@@ -728,7 +729,10 @@ fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
     let out = db.cmd().args(["daemon", "status"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("3 writes in 3 group commits"), "{text}");
-    assert!(text.contains("2 clients connected"), "{text}");
+    assert!(
+        text.contains("2 clients connected (0 subscribed to changes)"),
+        "{text}"
+    );
 }
 
 #[test]

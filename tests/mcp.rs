@@ -702,3 +702,30 @@ fn collection_tools_resources_and_prompts_end_to_end() {
             .contains("Story")
     );
 }
+
+#[test]
+fn the_server_listens_for_changes_before_it_answers_initialize() {
+    let db = TestDb::new();
+    db.learn(&["a fact, so that a daemon runs"]);
+    let mut raw = common::daemon::Raw::connect(&db);
+    let hello = json!({"jsonrpc": "2.0", "id": 1, "method": "hello"});
+    assert_eq!(
+        raw.call_json(hello.clone())["result"]["activity"]["subscribers"],
+        0
+    );
+    // Asked the moment `initialize` is answered: a change made from now on reaches the client.
+    let m = Mcp::start(&db);
+    let v = raw.call_json(hello.clone());
+    assert_eq!(v["result"]["activity"]["subscribers"], 1, "{v}");
+    // A server that ends leaves the subscribers with its connection.
+    m.close();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let v = raw.call_json(hello.clone());
+        if v["result"]["activity"]["subscribers"] == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

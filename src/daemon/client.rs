@@ -38,6 +38,9 @@ pub struct Activity {
     pub uptime_secs: u64,
     /// Open client connections, the asking one included.
     pub clients: u64,
+    /// Those of them subscribed to change events (MCP servers, `kbdb watch`).
+    #[serde(default)]
+    pub subscribers: u64,
     /// Writes acknowledged (each section learned, document edited or section unlearned).
     pub writes: u64,
     /// Groups the writer made of them: one transaction each, committed with one fsync when it

@@ -367,6 +367,21 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A connection leaves the subscribers when it ends (not only when a notification to it fails),
+/// so that `hello` counts only live ones.
+struct Unsubscribe<'a> {
+    state: &'a State,
+    conn: Conn,
+}
+
+impl Drop for Unsubscribe<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut subs) = self.state.subscribers.lock() {
+            subs.retain(|c| !Arc::ptr_eq(c, &self.conn));
+        }
+    }
+}
+
 /// A connected client, counted in `State::active` until its thread ends — also by a panic, so
 /// that one failed request cannot keep the daemon from ever becoming idle.
 struct ClientCount<'a>(&'a State);
@@ -568,6 +583,10 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
         }
     }
     let conn: Conn = Arc::new(Mutex::new(stream.try_clone()?));
+    let _unsubscribe = Unsubscribe {
+        state,
+        conn: conn.clone(),
+    };
     let mut reader = BufReader::new(stream);
     loop {
         let line = match read_message(&mut reader)? {
@@ -621,6 +640,7 @@ fn dispatch(
             "activity": {
                 "uptime_secs": state.started.elapsed().as_secs(),
                 "clients": state.active.load(Ordering::Relaxed),
+                "subscribers": state.subscribers.lock().map_or(0, |s| s.len()),
                 "writes": state.writes.load(Ordering::Relaxed),
                 "write_groups": state.write_groups.load(Ordering::Relaxed),
                 "socket": state.socket.display().to_string(),
