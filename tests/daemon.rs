@@ -764,3 +764,65 @@ fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
     assert_eq!(db.status()["sections"], 1);
     assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves again");
 }
+
+/// Voluntary context switches of every thread of `pid` so far.
+fn voluntary_switches(pid: u32) -> u64 {
+    let mut n = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        n += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    n
+}
+
+#[test]
+fn an_idle_daemon_sleeps_without_waking_and_still_stops_at_once() {
+    let db = TestDb::new();
+    db.cmd()
+        .env("KBDB_DAEMON_IDLE_SECS", "60")
+        .args(["learn", "a fact before the quiet"])
+        .assert()
+        .success();
+    let pid = daemons_of(&db)[0];
+    // Once its last work is done, nothing wakes it: no thread switches in a 2 s window (a
+    // polling loop would wake it 10 times a second).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = voluntary_switches(pid);
+        std::thread::sleep(Duration::from_secs(2));
+        let woken = voluntary_switches(pid) - before;
+        if woken == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the idle daemon still woke {woken} times in 2 s"
+        );
+    }
+    // A stop request, and SIGTERM, still reach the sleeping accept loop — also while another
+    // client stays connected (the last client leaving wakes the loop too).
+    let _other = Raw::connect(&db);
+    db.stop_daemon();
+    assert!(!alive(pid), "`daemon stop` waits until the daemon is gone");
+    db.cmd()
+        .env("KBDB_DAEMON_IDLE_SECS", "60")
+        .arg("status")
+        .assert()
+        .success();
+    let pid = daemons_of(&db)[0];
+    let _other = Raw::connect(&db);
+    // SAFETY: signalling the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    wait_gone(pid);
+    assert!(
+        !socket_path_exists(&db),
+        "a stopped daemon removes its socket"
+    );
+}

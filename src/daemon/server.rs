@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -82,9 +82,15 @@ struct State {
     socket: PathBuf,
     writes: AtomicU64,
     write_groups: AtomicU64,
+    /// Written to wake the accept loop (non-blocking: a full buffer already wakes it).
+    wake: UnixStream,
 }
 
 impl State {
+    fn wake(&self) {
+        let _ = (&self.wake).write(&[1]);
+    }
+
     fn touch(&self) {
         if let Ok(mut t) = self.last_activity.lock() {
             *t = Instant::now();
@@ -241,9 +247,23 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         .map_err(|e| KbError::io("cannot configure the socket", e))?;
     super::record_socket(kb.dir(), &sock)?;
 
+    // The accept loop sleeps until a client connects or something writes to `wake`: a signal,
+    // a `shutdown` request, the last client leaving (which starts the idle countdown). An idle
+    // daemon is not woken by timers.
+    let (wake_rx, wake_tx) =
+        UnixStream::pair().map_err(|e| KbError::io("cannot create the wake-up socket", e))?;
+    for end in [&wake_rx, &wake_tx] {
+        end.set_nonblocking(true)
+            .map_err(|e| KbError::io("cannot configure the wake-up socket", e))?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| KbError::io("cannot install signal handlers", e))?;
+        let waker = wake_tx
+            .try_clone()
+            .map_err(|e| KbError::io("cannot install signal handlers", e))?;
+        signal_hook::low_level::pipe::register(sig, waker)
             .map_err(|e| KbError::io("cannot install signal handlers", e))?;
     }
     let idle = match kb.config().daemon.idle_timeout_secs {
@@ -264,6 +284,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         socket: sock.clone(),
         writes: AtomicU64::new(0),
         write_groups: AtomicU64::new(0),
+        wake: wake_tx,
     });
     // The index follows the writer on its own thread: a write is acknowledged once durable,
     // and indexing (which searches would otherwise do themselves) overlaps the next group.
@@ -298,55 +319,41 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     };
     tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
 
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
-                state.touch();
-                state.active.fetch_add(1, Ordering::SeqCst);
-                // Kept to answer the client if no thread can be made for it.
-                let refusal = stream.try_clone();
-                let worker = state.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("kbdb-client".into())
-                    .spawn(move || {
-                        let _counted = ClientCount(&worker);
-                        if let Err(e) = handle(&worker, stream) {
-                            tracing::debug!("connection ended: {e}");
-                        }
-                    });
-                // Out of threads (a flood of connections, a process limit): this client is
-                // told so and closed; the daemon and its other clients go on.
-                if let Err(e) = spawned {
-                    state.active.fetch_sub(1, Ordering::SeqCst);
-                    tracing::warn!("cannot serve another client: {e}");
-                    if let Ok(mut s) = refusal {
-                        let msg =
-                            format!("the daemon cannot serve another client now ({e}); retry");
-                        let line = error_response(&Value::Null, OPERATION_FAILED, &msg, None);
-                        let _ = s.write_all(format!("{line}\n").as_bytes());
-                    }
-                }
+                serve_client(&state, stream);
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                wait_readable(&listener, 100);
-                if let Some(idle) = idle
-                    && state.active.load(Ordering::SeqCst) == 0
-                    && state
-                        .last_activity
-                        .lock()
-                        .map(|t| t.elapsed())
-                        .unwrap_or_default()
-                        >= idle
-                {
-                    tracing::info!("idle for {}s: stopping", idle.as_secs());
-                    break;
-                }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => {
+                // E.g. out of file descriptors: the listener stays readable, so pause.
                 tracing::warn!("accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(100));
+                continue;
             }
         }
+        // Nobody connected: sleep until a client comes, a wake-up, or the idle time is up.
+        let mut timeout = None;
+        if let Some(idle) = idle
+            && state.active.load(Ordering::SeqCst) == 0
+        {
+            let quiet = state
+                .last_activity
+                .lock()
+                .map(|t| t.elapsed())
+                .unwrap_or_default();
+            if quiet >= idle {
+                tracing::info!("idle for {}s: stopping", idle.as_secs());
+                break;
+            }
+            timeout = Some(idle - quiet);
+        }
+        wait_readable(&listener, &wake_rx, timeout);
+        while (&wake_rx).read(&mut [0u8; 64]).is_ok_and(|n| n > 0) {}
     }
     // Stop taking connections first, then let queued writes finish.
     let _ = std::fs::remove_file(&sock);
@@ -365,6 +372,34 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// Serve a newly accepted client on a thread of its own.
+fn serve_client(state: &Arc<State>, stream: UnixStream) {
+    state.touch();
+    state.active.fetch_add(1, Ordering::SeqCst);
+    // Kept to answer the client if no thread can be made for it.
+    let refusal = stream.try_clone();
+    let worker = state.clone();
+    let spawned = std::thread::Builder::new()
+        .name("kbdb-client".into())
+        .spawn(move || {
+            let _counted = ClientCount(&worker);
+            if let Err(e) = handle(&worker, stream) {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    // Out of threads (a flood of connections, a process limit): this client is told so and
+    // closed; the daemon and its other clients go on.
+    if let Err(e) = spawned {
+        state.active.fetch_sub(1, Ordering::SeqCst);
+        tracing::warn!("cannot serve another client: {e}");
+        if let Ok(mut s) = refusal {
+            let msg = format!("the daemon cannot serve another client now ({e}); retry");
+            let line = error_response(&Value::Null, OPERATION_FAILED, &msg, None);
+            let _ = s.write_all(format!("{line}\n").as_bytes());
+        }
+    }
 }
 
 /// A connection leaves the subscribers when it ends (not only when a notification to it fails),
@@ -388,8 +423,11 @@ struct ClientCount<'a>(&'a State);
 
 impl Drop for ClientCount<'_> {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
         self.0.touch();
+        if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
+            // The last one: the accept loop starts counting idle time.
+            self.0.wake();
+        }
     }
 }
 
@@ -431,18 +469,22 @@ fn embed_loop(kb: &Kb, signals: mpsc::Receiver<()>) {
     }
 }
 
-/// Block until a connection is waiting or `ms` pass (so accepting costs no polling delay and
-/// the stop and idle checks still run).
-fn wait_readable(listener: &UnixListener, ms: i32) {
+/// Block until a connection is waiting, `wake` has something to read, or `timeout` passes
+/// (None: no limit).
+fn wait_readable(listener: &UnixListener, wake: &UnixStream, timeout: Option<Duration>) {
     use std::os::fd::AsRawFd;
-    let mut fds = libc::pollfd {
-        fd: listener.as_raw_fd(),
+    let mut fds = [listener.as_raw_fd(), wake.as_raw_fd()].map(|fd| libc::pollfd {
+        fd,
         events: libc::POLLIN,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
+    });
+    // Rounded up, so that a wait never ends just before the idle time is up and spins.
+    let ms = timeout.map_or(-1, |t| {
+        i32::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
+    });
+    // SAFETY: two valid pollfds for the duration of the call.
     unsafe {
-        libc::poll(&mut fds, 1, ms);
+        libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms);
     }
 }
 
@@ -452,10 +494,10 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
     loop {
         let first = match carry.take() {
             Some(j) => j,
-            None => match rx.recv_timeout(Duration::from_millis(200)) {
+            // Blocks while idle; ends when the daemon drops the queue at shutdown.
+            None => match rx.recv() {
                 Ok(j) => j,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(_) => return,
             },
         };
         // Everything queued while the previous group committed joins this one.
@@ -620,6 +662,7 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
         send_line(&conn, &line)?;
         if method == "shutdown" {
             state.stop.store(true, Ordering::Relaxed);
+            state.wake();
         }
     }
 }
