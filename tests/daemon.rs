@@ -826,3 +826,47 @@ fn an_idle_daemon_sleeps_without_waking_and_still_stops_at_once() {
         "a stopped daemon removes its socket"
     );
 }
+
+#[test]
+fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
+    // A daemon that no longer answers but has not exited yet (a SIGKILLed one finishing its disk
+    // writes; here: stopped, its socket gone) still holds the database. The next client waits for
+    // it instead of starting a daemon that could not open the database.
+    let db = TestDb::new();
+    db.learn(&["a fact held by the silent daemon"]);
+    let old = daemon_pid(&db).unwrap();
+    // SAFETY: signalling the daemon this test started.
+    unsafe { libc::kill(old as i32, libc::SIGSTOP) };
+    std::fs::remove_file(socket_path(&db)).unwrap();
+    let mut client = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
+        .env("KBDB_RUNTIME_DIR", db.runtime_dir())
+        .env("KBDB_DAEMON_IDLE_SECS", "5")
+        .args([
+            "--db",
+            db.dir.to_str().unwrap(),
+            "status",
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "the client waits while the old daemon holds the database"
+    );
+    // SAFETY: as above; a stopped process dies of SIGKILL.
+    unsafe { libc::kill(old as i32, libc::SIGKILL) };
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["sections"], 1);
+    let new = daemon_pid(&db).unwrap();
+    assert_ne!(new, old);
+}

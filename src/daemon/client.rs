@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -413,6 +414,120 @@ impl CallFailure {
     }
 }
 
+/// How long a client waits for another daemon of its database that holds it without answering
+/// (one that is still exiting after a SIGKILL, or still starting) before it gives up.
+const SILENT_DAEMON_WAIT: Duration = Duration::from_secs(60);
+
+/// A daemon process of this database that does not answer still holds the database until it
+/// is gone: killed, it exits only once its threads' disk writes are done (seconds on a loaded
+/// machine); starting, it may not listen yet. A new daemon could not open the database, so
+/// wait until such a process answers (its connection is returned) or is gone (None).
+fn wait_for_silent_daemons(db_dir: &Path, sock: &Path) -> Result<Option<Connection>> {
+    let deadline = Instant::now() + SILENT_DAEMON_WAIT;
+    let mut told = false;
+    loop {
+        let others = daemon_processes(db_dir);
+        let Some(&pid) = others.first() else {
+            return Ok(None);
+        };
+        // It may serve through another runtime folder's socket, which it records.
+        for s in [Some(sock.to_path_buf()), super::recorded_socket(db_dir)]
+            .into_iter()
+            .flatten()
+        {
+            if UnixStream::connect(&s).is_ok()
+                && let Some(c) = try_connect(&s)?
+            {
+                return Ok(Some(c));
+            }
+        }
+        if !told {
+            tracing::info!(
+                pid,
+                "waiting for a daemon of this database that does not answer to exit"
+            );
+            told = true;
+        }
+        if Instant::now() > deadline {
+            return Err(daemon_err(format!(
+                "a kbdb daemon of {} (pid {pid}) holds the database but has neither answered nor exited within {}s; stop it (kill {pid})",
+                db_dir.display(),
+                SILENT_DAEMON_WAIT.as_secs()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The processes of this user (other than this one) that run `kbdb … daemon` for the database
+/// in `db_dir` (a canonical path) and have not exited: `--db DIR`, `--db=DIR`, `KBDB_DIR` or the
+/// default `.kbdb`, relative paths taken from the process's working folder.
+fn daemon_processes(db_dir: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let proc_dir = entry.path();
+        if pid == me || !entry.metadata().is_ok_and(|m| m.uid() == super::my_uid()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        // A kbdb executable (not, say, `cargo test --test daemon`).
+        let program = args.first().map(|a| std::ffi::OsStr::from_bytes(a));
+        if !program
+            .and_then(|p| Path::new(p).file_name())
+            .is_some_and(|n| n.as_bytes().starts_with(b"kbdb"))
+        {
+            continue;
+        }
+        let Some(at) = args.iter().position(|a| *a == b"daemon") else {
+            continue;
+        };
+        if matches!(args.get(at + 1), Some(&b"status") | Some(&b"stop")) {
+            continue;
+        }
+        let db = args
+            .iter()
+            .position(|a| *a == b"--db")
+            .and_then(|i| args.get(i + 1).map(|v| v.to_vec()))
+            .or_else(|| {
+                args.iter()
+                    .find_map(|a| a.strip_prefix(b"--db=").map(<[u8]>::to_vec))
+            })
+            .or_else(|| {
+                std::fs::read(proc_dir.join("environ"))
+                    .ok()
+                    .and_then(|env| {
+                        env.split(|&b| b == 0)
+                            .find_map(|v| v.strip_prefix(b"KBDB_DIR=").map(<[u8]>::to_vec))
+                    })
+            })
+            .unwrap_or_else(|| b".kbdb".to_vec());
+        let db = PathBuf::from(std::ffi::OsString::from_vec(db));
+        let db = match std::fs::read_link(proc_dir.join("cwd")) {
+            Ok(cwd) if db.is_relative() => cwd.join(db),
+            _ => db,
+        };
+        if db.canonicalize().is_ok_and(|d| d == db_dir) && crate::process::alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 /// Start a daemon under the start lock (or find the one another client just started).
 fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
     let lock_file = File::options()
@@ -429,6 +544,9 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
         return Ok(c);
     }
     check_access(db_dir)?;
+    if let Some(c) = wait_for_silent_daemons(db_dir, sock)? {
+        return Ok(c);
+    }
     let log_from = log_len(db_dir);
     let mut child = spawn_daemon(db_dir)?;
     let deadline = Instant::now() + START_TIMEOUT;
