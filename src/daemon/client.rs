@@ -481,7 +481,17 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
         if pid == me || !entry.metadata().is_ok_and(|m| m.uid() == super::my_uid()) {
             continue;
         }
-        let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+        // A killed daemon's main thread can be gone (its memory, folder and command line with
+        // it) while another thread still finishes a disk write: read them from a live thread.
+        let Some((task_dir, cmdline)) = std::fs::read_dir(proc_dir.join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find_map(|t| {
+                let cmdline = std::fs::read(t.path().join("cmdline")).ok()?;
+                (!cmdline.is_empty()).then(|| (t.path(), cmdline))
+            })
+        else {
             continue;
         };
         let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
@@ -508,7 +518,7 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
                     .find_map(|a| a.strip_prefix(b"--db=").map(<[u8]>::to_vec))
             })
             .or_else(|| {
-                std::fs::read(proc_dir.join("environ"))
+                std::fs::read(task_dir.join("environ"))
                     .ok()
                     .and_then(|env| {
                         env.split(|&b| b == 0)
@@ -517,7 +527,7 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
             })
             .unwrap_or_else(|| b".kbdb".to_vec());
         let db = PathBuf::from(std::ffi::OsString::from_vec(db));
-        let db = match std::fs::read_link(proc_dir.join("cwd")) {
+        let db = match std::fs::read_link(task_dir.join("cwd")) {
             Ok(cwd) if db.is_relative() => cwd.join(db),
             _ => db,
         };
