@@ -870,3 +870,43 @@ fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
     let new = daemon_pid(&db).unwrap();
     assert_ne!(new, old);
 }
+
+#[test]
+fn a_subscriber_that_stops_reading_is_dropped_and_writes_go_on() {
+    let db = TestDb::new();
+    db.learn(&["a fact before the subscription"]);
+    // Subscribes, then never reads its events.
+    let mut stalled = Raw::connect(&db);
+    let v = stalled.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+    assert_eq!(v["result"]["subscribed"], true);
+    // Far more events than a socket buffer holds (each ~100 bytes). Without the drop the
+    // writer blocks on the full buffer and these calls time out.
+    let mut rpc = common::daemon::Rpc::connect(&socket_path(&db), Duration::from_secs(60)).unwrap();
+    for batch in 0..20 {
+        let requests: Vec<Value> = (0..250)
+            .map(|i| json!({"content": format!("stalled subscriber fact {batch} {i}")}))
+            .collect();
+        match rpc.call("learn_many", json!({"requests": requests})) {
+            common::daemon::Reply::Ok(v) => assert_eq!(v.as_array().unwrap().len(), 250),
+            other => panic!("batch {batch}: {other:?}"),
+        }
+    }
+    match rpc.call("status", json!({})) {
+        common::daemon::Reply::Ok(v) => assert_eq!(v["sections"], 5001),
+        other => panic!("{other:?}"),
+    }
+    match rpc.call("hello", json!({})) {
+        common::daemon::Reply::Ok(v) => assert_eq!(v["activity"]["subscribers"], 0, "{v}"),
+        other => panic!("{other:?}"),
+    }
+    // The dropped subscriber is closed: what it reads ends (EOF), so it can subscribe again.
+    let mut lines = 0;
+    loop {
+        match stalled.read_line_raw() {
+            Ok(Some(_)) => lines += 1,
+            Ok(None) => break,
+            Err(e) => panic!("no end of stream after {lines} lines: {e}"),
+        }
+    }
+    assert!(lines > 0, "it had events before it was dropped");
+}

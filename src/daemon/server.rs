@@ -67,6 +67,10 @@ struct Job {
 
 type Conn = Arc<Mutex<UnixStream>>;
 
+/// How long the writer waits for a subscriber to take an event (its socket buffer full) before
+/// it drops that subscriber.
+const SUBSCRIBER_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+
 struct State {
     kb: Arc<Kb>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
@@ -121,7 +125,17 @@ impl State {
         };
         for e in events {
             let line = json!({"jsonrpc": "2.0", "method": "changed", "params": e}).to_string();
-            subs.retain(|c| send_line(c, &line).is_ok());
+            subs.retain(|c| {
+                let sent = send_line(c, &line);
+                if let Err(e) = &sent {
+                    // Closed, so that it notices (EOF) and can subscribe again.
+                    tracing::warn!("dropping a subscriber that does not take its events: {e}");
+                    if let Ok(s) = c.lock() {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                }
+                sent.is_ok()
+            });
         }
     }
 }
@@ -702,6 +716,12 @@ fn dispatch(
             if subs.is_empty() {
                 *seq = state.kb.last_change_seq().map_err(CallError::Kb)?;
             }
+            // Events are written by the writer thread: a subscriber that stops reading must not
+            // stop every write. Its writes give up after a while and it is dropped (`notify`).
+            conn.lock()
+                .map_err(poisoned)?
+                .set_write_timeout(Some(SUBSCRIBER_WRITE_TIMEOUT))
+                .map_err(|e| CallError::Kb(KbError::io("cannot configure the subscription", e)))?;
             subs.push(conn.clone());
             Ok(json!({"subscribed": true}))
         }

@@ -50,6 +50,15 @@ impl Raw {
         }
     }
 
+    /// The next line as it came (Ok(None) at the end of the stream; an error on a timeout).
+    pub fn read_line_raw(&mut self) -> std::io::Result<Option<String>> {
+        let mut buf = String::new();
+        match self.reader.read_line(&mut buf)? {
+            0 => Ok(None),
+            _ => Ok(Some(buf)),
+        }
+    }
+
     pub fn call(&mut self, bytes: &[u8]) -> Value {
         self.send(bytes);
         self.read().expect("an answer")
