@@ -729,3 +729,40 @@ fn the_server_listens_for_changes_before_it_answers_initialize() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn after_its_daemon_dies_the_server_subscribes_again_and_says_what_may_have_changed() {
+    let db = TestDb::new();
+    db.learn(&[
+        "# Runbook\n\nRestart the service.",
+        "--docid",
+        "ops/runbook",
+    ]);
+    let mut m = Mcp::start(&db);
+    let sub = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/ops/runbook"}),
+    );
+    assert_eq!(sub["result"], json!({}));
+    let pid = db.json(&["daemon", "status"])["daemon"]["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    assert!(common::daemon::sigkill(pid));
+    assert!(common::daemon::wait_gone(
+        pid,
+        std::time::Duration::from_secs(60)
+    ));
+    // The server follows a new daemon (it starts one) and, not knowing what changed meanwhile,
+    // reports the subscribed resource and both lists as changed.
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+    m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
+    // And it hears of changes again.
+    db.learn(&[
+        "## Escalation\n\nPage the on-call.",
+        "--docid",
+        "ops/runbook",
+    ]);
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+}

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::model::*;
 use rmcp::service::RequestContext;
@@ -24,6 +25,9 @@ const PAGE: usize = 100;
 enum Event {
     /// A change committed by any process: (kind, id).
     Changed(String, String),
+    /// The daemon's change events were lost (it stopped or dropped us) and are followed again:
+    /// whatever changed in between is not known.
+    Resubscribed,
     Log(LoggingLevel, Value),
 }
 
@@ -986,6 +990,54 @@ fn start_watching(state: Arc<State>, watcher: crate::sync::FolderWatcher, prefix
     });
 }
 
+/// Pass the daemon's change events on to the notifier until it is gone. When they stop (the
+/// daemon stopped, was replaced, or dropped a subscriber that fell behind), subscribe again —
+/// starting a daemon if none runs — with a growing pause (0.1 s up to 10 s) between attempts,
+/// and tell the notifier that changes may have been missed.
+fn follow_changes(
+    state: &State,
+    first: Result<crate::daemon::client::Client>,
+    tx: &mpsc::UnboundedSender<Event>,
+) {
+    let mut subscription = first;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match subscription {
+            Ok(mut sub) => {
+                pause = Duration::from_millis(100);
+                loop {
+                    match sub.next_event() {
+                        Ok(e) => {
+                            if tx.send(Event::Changed(e.kind, e.id)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::info!("change events stopped ({e}); subscribing again");
+                            break;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cannot subscribe to change events ({e}); retrying in {} ms",
+                    pause.as_millis()
+                );
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+        }
+        if tx.is_closed() {
+            return;
+        }
+        subscription = state.pool.subscription();
+        if subscription.is_ok() && tx.send(Event::Resubscribed).is_err() {
+            return;
+        }
+    }
+}
+
 /// Turns daemon change events and log requests into MCP notifications.
 async fn notifier(
     peer: Peer<RoleServer>,
@@ -1054,6 +1106,23 @@ async fn notifier(
                 }
                 Ok(())
             }
+            Event::Resubscribed => {
+                // Changes made while nobody listened are unknown: every subscribed resource
+                // and both lists may have changed.
+                let uris: Vec<String> = state
+                    .subscriptions
+                    .lock()
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default();
+                for uri in uris {
+                    let _ = peer
+                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                        .await;
+                }
+                let _ = peer.notify_resource_list_changed().await;
+                let _ = peer.notify_prompt_list_changed().await;
+                Ok(())
+            }
             Event::Log(level, data) => {
                 let min = state.log_level.lock().ok().and_then(|l| *l);
                 if min.is_some_and(|m| level_rank(level) < level_rank(m)) {
@@ -1117,17 +1186,8 @@ pub(super) async fn serve(db_dir: PathBuf, watch: Option<super::WatchSpec>) -> R
     // Change events from the daemon (any process's writes), on a blocking thread.
     {
         let tx = tx.clone();
-        std::thread::spawn(move || {
-            let Ok(mut sub) = subscription else {
-                tracing::warn!("cannot subscribe to change events; resource notifications are off");
-                return;
-            };
-            while let Ok(e) = sub.next_event() {
-                if tx.send(Event::Changed(e.kind, e.id)).is_err() {
-                    break;
-                }
-            }
-        });
+        let state = state.clone();
+        std::thread::spawn(move || follow_changes(&state, subscription, &tx));
     }
 
     // The startup health check runs in the background: never delays the handshake or a tool.
