@@ -307,15 +307,14 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     // milliseconds to seconds); it starts with a round, so sections left pending by a crash are
     // embedded without waiting for a write.
     let (embed_tx, embed_rx) = mpsc::channel::<()>();
-    let embedder = match kb.embedding_configured() {
-        true => {
-            let kb = kb.clone();
-            let _ = embed_tx.send(());
-            Some(named_thread("kbdb-embedder", move || {
-                embed_loop(&kb, embed_rx)
-            })?)
-        }
-        false => None,
+    let embedder = if kb.embedding_configured() {
+        let kb = kb.clone();
+        let _ = embed_tx.send(());
+        Some(named_thread("kbdb-embedder", move || {
+            embed_loop(&kb, embed_rx)
+        })?)
+    } else {
+        None
     };
     let indexer = {
         let kb = kb.clone();
