@@ -39,7 +39,7 @@ pub struct Activity {
     pub uptime_secs: u64,
     /// Open client connections, the asking one included.
     pub clients: u64,
-    /// Those of them subscribed to change events (MCP servers, `kbdb watch`).
+    /// Those of them subscribed to change events (MCP servers).
     #[serde(default)]
     pub subscribers: u64,
     /// Writes acknowledged (each section learned, document edited or section unlearned).
@@ -494,7 +494,12 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
         else {
             continue;
         };
-        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        // Each argument ends with a NUL.
+        let args: Vec<&[u8]> = cmdline
+            .strip_suffix(&[0])
+            .unwrap_or(&cmdline)
+            .split(|&b| b == 0)
+            .collect();
         // A kbdb executable (not, say, `cargo test --test daemon`).
         let program = args.first().map(|a| std::ffi::OsStr::from_bytes(a));
         if !program
@@ -503,20 +508,10 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
         {
             continue;
         }
-        let Some(at) = args.iter().position(|a| *a == b"daemon") else {
+        let Some(db) = daemon_run_args(&args) else {
             continue;
         };
-        if matches!(args.get(at + 1), Some(&b"status") | Some(&b"stop")) {
-            continue;
-        }
-        let db = args
-            .iter()
-            .position(|a| *a == b"--db")
-            .and_then(|i| args.get(i + 1).map(|v| v.to_vec()))
-            .or_else(|| {
-                args.iter()
-                    .find_map(|a| a.strip_prefix(b"--db=").map(<[u8]>::to_vec))
-            })
+        let db = db
             .or_else(|| {
                 std::fs::read(task_dir.join("environ"))
                     .ok()
@@ -536,6 +531,30 @@ fn daemon_processes(db_dir: &Path) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Whether a command line (the program first) runs `kbdb daemon` or `kbdb daemon run` — not
+/// `daemon status`, nor `learn daemon` — and the `--db` it names, if any.
+fn daemon_run_args(args: &[&[u8]]) -> Option<Option<Vec<u8>>> {
+    let mut db = None;
+    let mut words = Vec::new();
+    let mut rest = args.iter().skip(1);
+    while let Some(&a) = rest.next() {
+        if a == b"--db" || a == b"--format" {
+            let value = rest.next()?;
+            if a == b"--db" {
+                db = Some(value.to_vec());
+            }
+        } else if let Some(value) = a.strip_prefix(b"--db=") {
+            db = Some(value.to_vec());
+        } else if !a.starts_with(b"-") {
+            words.push(a);
+        }
+    }
+    match words.as_slice() {
+        [b"daemon"] | [b"daemon", b"run"] => Some(db),
+        _ => None,
+    }
 }
 
 /// Start a daemon under the start lock (or find the one another client just started).
@@ -588,5 +607,29 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
             )));
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::daemon_run_args;
+
+    fn run(line: &str) -> Option<Option<String>> {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        daemon_run_args(&args).map(|db| db.map(|d| String::from_utf8(d).unwrap()))
+    }
+
+    #[test]
+    fn only_daemon_runs_are_taken_for_daemons() {
+        assert_eq!(run("kbdb --db /k daemon"), Some(Some("/k".into())));
+        assert_eq!(run("kbdb daemon --db=/k run"), Some(Some("/k".into())));
+        assert_eq!(run("kbdb --format json daemon"), Some(None));
+        assert_eq!(run("kbdb --embedded daemon run"), Some(None));
+        assert_eq!(run("kbdb --db /k daemon status"), None);
+        assert_eq!(run("kbdb --db /k daemon stop"), None);
+        assert_eq!(run("kbdb --db /k learn daemon"), None);
+        assert_eq!(run("kbdb --db daemon learn x"), None);
+        assert_eq!(run("kbdb --format daemon status"), None);
+        assert_eq!(run("kbdb --db"), None);
     }
 }
