@@ -760,6 +760,17 @@ fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
     assert!(alive(pid));
     let v = before.call_json(json!({"jsonrpc": "2.0", "id": 7, "method": "status"}));
     assert_eq!(v["result"]["sections"], 1, "{v}");
+    // The refused clients are not counted as connected (else the daemon would never be idle):
+    // only this one is, once the earlier CLI connections have closed.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = before.call_json(json!({"jsonrpc": "2.0", "id": 8, "method": "hello"}));
+        if v["result"]["activity"]["clients"] == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     drop(limit);
     assert_eq!(db.status()["sections"], 1);
     assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves again");

@@ -389,23 +389,20 @@ pub fn serve(db_dir: &Path) -> Result<()> {
 
 /// Serve a newly accepted client on a thread of its own.
 fn serve_client(state: &Arc<State>, stream: UnixStream) {
-    state.touch();
-    state.active.fetch_add(1, Ordering::SeqCst);
     // Kept to answer the client if no thread can be made for it.
     let refusal = stream.try_clone();
-    let worker = state.clone();
+    let counted = ClientCount::new(state);
     let spawned = std::thread::Builder::new()
         .name("kbdb-client".into())
         .spawn(move || {
-            let _counted = ClientCount(&worker);
-            if let Err(e) = handle(&worker, stream) {
+            if let Err(e) = handle(&counted.0, stream) {
                 tracing::debug!("connection ended: {e}");
             }
         });
-    // Out of threads (a flood of connections, a process limit): this client is told so and
-    // closed; the daemon and its other clients go on.
+    // Out of threads (a flood of connections, a process limit): the thread's closure, and the
+    // count with it, is already dropped; this client is told so and closed, and the daemon and
+    // its other clients go on.
     if let Err(e) = spawned {
-        state.active.fetch_sub(1, Ordering::SeqCst);
         tracing::warn!("cannot serve another client: {e}");
         if let Ok(mut s) = refusal {
             let msg = format!("the daemon cannot serve another client now ({e}); retry");
@@ -430,11 +427,19 @@ impl Drop for Unsubscribe<'_> {
     }
 }
 
-/// A connected client, counted in `State::active` until its thread ends — also by a panic, so
-/// that one failed request cannot keep the daemon from ever becoming idle.
-struct ClientCount<'a>(&'a State);
+/// A connected client, counted in `State::active` from its acceptance until its thread ends —
+/// also by a panic, so that one failed request cannot keep the daemon from ever becoming idle.
+struct ClientCount(Arc<State>);
 
-impl Drop for ClientCount<'_> {
+impl ClientCount {
+    fn new(state: &Arc<State>) -> ClientCount {
+        state.touch();
+        state.active.fetch_add(1, Ordering::SeqCst);
+        ClientCount(state.clone())
+    }
+}
+
+impl Drop for ClientCount {
     fn drop(&mut self) {
         self.0.touch();
         if self.0.active.fetch_sub(1, Ordering::SeqCst) == 1 {
