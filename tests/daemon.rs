@@ -699,6 +699,38 @@ fn a_large_log_is_moved_aside_when_a_daemon_starts() {
 }
 
 #[test]
+fn a_start_that_fails_right_after_the_log_moved_aside_reports_what_it_logged() {
+    use std::io::{BufRead, Write};
+    let db = TestDb::new();
+    db.stop_daemon();
+    std::fs::write(
+        db.dir.join("daemon.log"),
+        "an old line\n".repeat(8 * 1024 * 1024 / 12 + 1),
+    )
+    .unwrap();
+    // An embedded process holds the database, so the daemon a client starts fails at once —
+    // and the lines it logged are in the new, short log.
+    let mut holder = db.spawn_jsonl();
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(stdin, "{{\"content\":\"held\"}}").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("\"kbid\""), "{line}");
+    let out = db.cmd().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("exited at start") && err.contains("in use by another process"),
+        "{err}"
+    );
+    assert!(db.dir.join("daemon.log.1").exists());
+    drop(stdin);
+    assert!(holder.wait().unwrap().success());
+}
+
+#[test]
 fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
     let db = TestDb::new();
     db.stop_daemon();
