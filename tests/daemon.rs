@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::TestDb;
-use common::daemon::{Raw, alive};
+use common::daemon::{Raw, alive, signal};
 use serde_json::{Value, json};
 
 fn socket_path(db: &TestDb) -> PathBuf {
@@ -133,8 +133,7 @@ fn hammer(
     if let Some(at) = kill_at {
         std::thread::sleep(at);
         let pid = daemon_pid(db).expect("a daemon runs");
-        // SAFETY: sending SIGKILL to the daemon this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        signal(pid, libc::SIGKILL);
         wait_gone(pid);
     }
     std::thread::sleep(Duration::from_secs(secs).saturating_sub(start.elapsed()));
@@ -211,8 +210,7 @@ fn a_stale_socket_is_replaced() {
     let db = TestDb::new();
     db.learn(&["stale socket fact"]);
     let pid = daemon_pid(&db).unwrap();
-    // SAFETY: killing the daemon this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    signal(pid, libc::SIGKILL);
     wait_gone(pid);
     assert!(
         socket_path(&db).exists(),
@@ -476,8 +474,7 @@ fn sigterm_stops_the_daemon_gracefully_and_embedded_mode_is_refused_while_it_run
     assert!(out.status.success(), "KBDB_EMBEDDED=0");
 
     let pid = daemon_pid(&db).unwrap();
-    // SAFETY: SIGTERM to the daemon this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    signal(pid, libc::SIGTERM);
     wait_gone(pid);
     assert!(
         !socket_path_exists(&db),
@@ -861,8 +858,7 @@ fn an_idle_daemon_sleeps_without_waking_and_still_stops_at_once() {
         .success();
     let pid = daemons_of(&db)[0];
     let _other = Raw::connect(&db);
-    // SAFETY: signalling the daemon this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    signal(pid, libc::SIGTERM);
     wait_gone(pid);
     assert!(
         !socket_path_exists(&db),
@@ -878,8 +874,7 @@ fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
     let db = TestDb::new();
     db.learn(&["a fact held by the silent daemon"]);
     let old = daemon_pid(&db).unwrap();
-    // SAFETY: signalling the daemon this test started.
-    unsafe { libc::kill(old as i32, libc::SIGSTOP) };
+    signal(old, libc::SIGSTOP);
     std::fs::remove_file(socket_path(&db)).unwrap();
     let mut client = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
         .env("KBDB_RUNTIME_DIR", db.runtime_dir())
@@ -900,8 +895,7 @@ fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
         client.try_wait().unwrap().is_none(),
         "the client waits while the old daemon holds the database"
     );
-    // SAFETY: as above; a stopped process dies of SIGKILL.
-    unsafe { libc::kill(old as i32, libc::SIGKILL) };
+    signal(old, libc::SIGKILL);
     let out = client.wait_with_output().unwrap();
     assert!(
         out.status.success(),

@@ -319,12 +319,13 @@ fn pending_embeddings_survive_a_daemon_kill() {
     );
     // Kill the daemon the hard way.
     let info = db.json(&["daemon", "status"]);
-    let pid = info["daemon"]["pid"].as_i64().expect("daemon pid") as i32;
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let start = Instant::now();
-    while unsafe { libc::kill(pid, 0) } == 0 && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let pid = info["daemon"]["pid"].as_u64().expect("daemon pid") as u32;
+    assert!(common::daemon::sigkill(pid));
+    // A killed process ends once its threads' disk writes are done: seconds on a loaded machine.
+    assert!(
+        common::daemon::wait_gone(pid, Duration::from_secs(60)),
+        "the killed daemon is still running"
+    );
     server.fail.store(false, Ordering::SeqCst);
     // The next client starts a new daemon, which resumes the pending embeddings by itself.
     let s = wait_embedded(&db);

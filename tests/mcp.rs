@@ -187,6 +187,17 @@ fn every_tool_answers_and_its_documented_errors_are_tool_errors() {
     assert_eq!(v["error"]["code"], -32602);
 }
 
+/// Another process adds a section to `ops/runbook`; the server, subscribed to it, says so.
+fn runbook_changed_elsewhere_is_heard(db: &TestDb, m: &mut Mcp) {
+    db.learn(&[
+        "## Escalation\n\nPage the on-call.",
+        "--docid",
+        "ops/runbook",
+    ]);
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+}
+
 #[test]
 fn resources_list_read_and_a_subscription_fired_by_another_process() {
     let db = TestDb::new();
@@ -237,13 +248,7 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
     );
     assert_eq!(sub["result"], json!({}));
     // Another process learns into the same database (through the shared daemon).
-    db.learn(&[
-        "## Escalation\n\nPage the on-call.",
-        "--docid",
-        "ops/runbook",
-    ]);
-    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
-    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+    runbook_changed_elsewhere_is_heard(&db, &mut m);
     // A new document changes the resource list; a new section may be a skill (prompts).
     db.learn(&["# New page", "--docid", "ops/new"]);
     m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
@@ -758,11 +763,5 @@ fn after_its_daemon_dies_the_server_subscribes_again_and_says_what_may_have_chan
     assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
     m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
     // And it hears of changes again.
-    db.learn(&[
-        "## Escalation\n\nPage the on-call.",
-        "--docid",
-        "ops/runbook",
-    ]);
-    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
-    assert_eq!(n["params"]["uri"], "kbdb://document/ops/runbook");
+    runbook_changed_elsewhere_is_heard(&db, &mut m);
 }

@@ -83,10 +83,15 @@ pub fn alive(pid: u32) -> bool {
     })
 }
 
+/// Send `sig` to `pid`; whether it was delivered (false: no such process).
+pub fn signal(pid: u32, sig: libc::c_int) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions; callers pass a daemon they started.
+    unsafe { libc::kill(pid as libc::pid_t, sig) == 0 }
+}
+
 /// Send SIGKILL to `pid`; whether the signal was delivered (false: no such process).
 pub fn sigkill(pid: u32) -> bool {
-    // SAFETY: kill(2) has no memory-safety preconditions; callers pass a daemon they started.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) == 0 }
+    signal(pid, libc::SIGKILL)
 }
 
 /// Make this process the reaper of its orphaned descendants (Linux), so daemons that clients
