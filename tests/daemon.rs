@@ -24,6 +24,14 @@ fn daemon_pid(db: &TestDb) -> Option<u32> {
     v["daemon"]["pid"].as_u64().map(|p| p as u32)
 }
 
+/// A fresh database with `fact` learned through its daemon, and that daemon's pid.
+fn with_daemon(fact: &str) -> (TestDb, u32) {
+    let db = TestDb::new();
+    db.learn(&[fact]);
+    let pid = daemon_pid(&db).expect("a daemon runs");
+    (db, pid)
+}
+
 /// Wait for `pid` to be gone, and say so. The limit is generous: a SIGKILLed process exits
 /// only once its threads' in-flight disk I/O is done, which a loaded machine can stretch to
 /// seconds.
@@ -207,9 +215,7 @@ fn a_daemon_killed_mid_way_loses_no_acknowledged_write() {
 
 #[test]
 fn a_stale_socket_is_replaced() {
-    let db = TestDb::new();
-    db.learn(&["stale socket fact"]);
-    let pid = daemon_pid(&db).unwrap();
+    let (db, pid) = with_daemon("stale socket fact");
     signal(pid, libc::SIGKILL);
     wait_gone(pid);
     assert!(
@@ -535,9 +541,7 @@ fn a_client_of_another_user_is_refused() {
 fn a_client_with_another_runtime_folder_finds_the_running_daemon() {
     // An MCP host often starts servers with a bare environment (no XDG_RUNTIME_DIR), while
     // the user's terminal has one: both must reach the same daemon.
-    let db = TestDb::new();
-    db.learn(&["shared between environments"]);
-    let pid = daemon_pid(&db).unwrap();
+    let (db, pid) = with_daemon("shared between environments");
     let other_runtime = db.tmp.path().join("other-run");
     let out = common::kbdb_cmd()
         .env("KBDB_RUNTIME_DIR", &other_runtime)
@@ -697,7 +701,6 @@ fn a_large_log_is_moved_aside_when_a_daemon_starts() {
 
 #[test]
 fn a_start_that_fails_right_after_the_log_moved_aside_reports_what_it_logged() {
-    use std::io::{BufRead, Write};
     let db = TestDb::new();
     db.stop_daemon();
     std::fs::write(
@@ -707,14 +710,7 @@ fn a_start_that_fails_right_after_the_log_moved_aside_reports_what_it_logged() {
     .unwrap();
     // An embedded process holds the database, so the daemon a client starts fails at once —
     // and the lines it logged are in the new, short log.
-    let mut holder = db.spawn_jsonl();
-    let mut stdin = holder.stdin.take().unwrap();
-    writeln!(stdin, "{{\"content\":\"held\"}}").unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("\"kbid\""), "{line}");
+    let holder = db.hold_embedded();
     let out = db.cmd().arg("status").output().unwrap();
     assert_eq!(out.status.code(), Some(5));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -723,8 +719,7 @@ fn a_start_that_fails_right_after_the_log_moved_aside_reports_what_it_logged() {
         "{err}"
     );
     assert!(db.dir.join("daemon.log.1").exists());
-    drop(stdin);
-    assert!(holder.wait().unwrap().success());
+    assert!(holder.release());
 }
 
 #[test]
@@ -766,9 +761,7 @@ fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
 
 #[test]
 fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
-    let db = TestDb::new();
-    db.learn(&["a fact learned before the limit"]);
-    let pid = daemon_pid(&db).unwrap();
+    let (db, pid) = with_daemon("a fact learned before the limit");
     let mut before = Raw::connect(&db);
     let Some(limit) = common::daemon::PidsLimit::freeze_threads_of(pid) else {
         eprintln!("skipped: this machine lets no test limit a process's threads (cgroup v1 pids)");
@@ -871,9 +864,7 @@ fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
     // A daemon that no longer answers but has not exited yet (a SIGKILLed one finishing its disk
     // writes; here: stopped, its socket gone) still holds the database. The next client waits for
     // it instead of starting a daemon that could not open the database.
-    let db = TestDb::new();
-    db.learn(&["a fact held by the silent daemon"]);
-    let old = daemon_pid(&db).unwrap();
+    let (db, old) = with_daemon("a fact held by the silent daemon");
     signal(old, libc::SIGSTOP);
     std::fs::remove_file(socket_path(&db)).unwrap();
     let mut client = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))

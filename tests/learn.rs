@@ -459,16 +459,7 @@ fn database_resolution_and_unavailable_databases() {
 fn a_database_held_by_another_process_fails_fast_and_clearly() {
     let db = TestDb::new();
     // `learn --jsonl` keeps the database open while its stdin stays open.
-    let mut holder = db.spawn_jsonl();
-    // Wait until it holds the database (its first result line is printed).
-    use std::io::{BufRead, Write};
-    let mut stdin = holder.stdin.take().unwrap();
-    writeln!(stdin, "{{\"content\":\"held\"}}").unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(holder.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("\"kbid\""), "{line}");
+    let holder = db.hold_embedded();
 
     let start = std::time::Instant::now();
     db.cmd()
@@ -478,8 +469,7 @@ fn a_database_held_by_another_process_fails_fast_and_clearly() {
         .code(5)
         .stderr(predicates::str::contains("in use by another process"));
     assert!(start.elapsed() < std::time::Duration::from_secs(20));
-    drop(stdin);
-    assert!(holder.wait().unwrap().success());
+    assert!(holder.release());
     // Released: usable again, and the blocked write did not happen.
     assert_eq!(db.status()["sections"], 1);
 }

@@ -122,6 +122,40 @@ impl TestDb {
     }
 }
 
+/// An `--embedded learn --jsonl` process that holds the database open until released.
+pub struct EmbeddedHolder {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl EmbeddedHolder {
+    /// Let go of the database (close its input) and whether the process then ended well.
+    pub fn release(mut self) -> bool {
+        drop(self.stdin.take());
+        self.child.wait().unwrap().success()
+    }
+}
+
+impl TestDb {
+    /// Hold the database in an embedded process, returning once it has it open (its first
+    /// learn is answered).
+    pub fn hold_embedded(&self) -> EmbeddedHolder {
+        use std::io::Write;
+        let mut child = self.spawn_jsonl();
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{{\"content\":\"held\"}}").unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("\"kbid\""), "{line}");
+        EmbeddedHolder {
+            child,
+            stdin: Some(stdin),
+        }
+    }
+}
+
 pub fn kbdb_cmd() -> Command {
     let mut c = Command::cargo_bin("kbdb").unwrap();
     c.env_remove("KBDB_DIR")
