@@ -43,6 +43,27 @@ impl TestDb {
         c
     }
 
+    /// The same as [`cmd`](Self::cmd) as a plain `std::process::Command`, for a kbdb that runs
+    /// in the background while the test goes on.
+    pub fn process(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"));
+        for var in [
+            "KBDB_DIR",
+            "KBDB_MAX_CONTENT_BYTES",
+            "KBDB_MAX_BATCH",
+            "KBDB_LOG",
+            "KBDB_EMBEDDED",
+            "KBDB_REQUEST_TIMEOUT_SECS",
+        ] {
+            c.env_remove(var);
+        }
+        c.env("KBDB_DAEMON_IDLE_SECS", "5")
+            .env("KBDB_RUNTIME_DIR", self.runtime_dir())
+            .arg("--db")
+            .arg(&self.dir);
+        c
+    }
+
     pub fn runtime_dir(&self) -> PathBuf {
         self.tmp.path().join("run")
     }
