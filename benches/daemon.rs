@@ -381,6 +381,29 @@ fn cpu_secs(pid: Option<u32>) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
+/// Bytes process `pid` caused to be written to storage (`write_bytes` of /proc/PID/io: page
+/// writeback and fsync, not what sat in the page cache).
+fn disk_write_bytes(pid: u32) -> f64 {
+    fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// The daemon's acknowledged writes and the group commits they took (`hello`'s activity).
+fn daemon_activity(daemon: &Daemon) -> Result<(u64, u64), BoxError> {
+    let hello = daemon.connect()?.call("hello", json!({}))?;
+    let a = &hello["result"]["activity"];
+    Ok((
+        a["writes"].as_u64().unwrap_or(0),
+        a["write_groups"].as_u64().unwrap_or(0),
+    ))
+}
+
 fn load_avg() -> f64 {
     fs::read_to_string("/proc/loadavg")
         .ok()
@@ -667,8 +690,13 @@ fn run_kbdb(
     let pid = daemon.child.id();
     std::thread::sleep(start.saturating_duration_since(Instant::now()));
     let cpu0 = (cpu_secs(Some(pid)), cpu_secs(None));
+    let (io0, activity0) = (disk_write_bytes(pid), daemon_activity(&daemon)?);
     std::thread::sleep(end.saturating_duration_since(Instant::now()));
     let cpu1 = (cpu_secs(Some(pid)), cpu_secs(None));
+    let (io1, activity1) = (disk_write_bytes(pid), daemon_activity(&daemon)?);
+    // Writes acknowledged per group commit (one transaction, one fsync) in the window.
+    let group_writes = activity1.0.saturating_sub(activity0.0);
+    let groups = activity1.1.saturating_sub(activity0.1);
     let stats: Vec<WriterStats> = handles
         .into_iter()
         .map(|h| h.join().expect("writer thread panicked"))
@@ -723,6 +751,8 @@ fn run_kbdb(
             "daemon_cpu_pct": round((cpu1.0 - cpu0.0) / args.secs * 100.0, 1),
             "daemon_cpu_ms_per_write": round((cpu1.0 - cpu0.0) * 1e3 / writes.max(1) as f64, 3),
             "client_cpu_pct": round((cpu1.1 - cpu0.1) / args.secs * 100.0, 1),
+            "writes_per_commit": round(group_writes as f64 / groups.max(1) as f64, 2),
+            "disk_kib_per_write": round((io1 - io0) / 1024.0 / group_writes.max(1) as f64, 1),
             "shutdown_s": round(stop_s, 3),
             "database_bytes": status["result"]["database_bytes"],
             "index_pending_changes": index_behind,
@@ -1279,7 +1309,8 @@ fn run(args: &Args) -> Result<(Value, String, bool), BoxError> {
             let x = &r.extra;
             t.push_str(&format!(
                 "kbdb with {} writer(s): lexical index {} change(s) behind when the writers \
-                 stopped, caught up {}; daemon CPU {} ms per write\n",
+                 stopped, caught up {}; daemon CPU {} ms per write; {} writes per group commit; \
+                 {} KiB written to disk per write\n",
                 r.writers,
                 x["index_pending_changes"],
                 match x["index_catch_up_s"].as_f64() {
@@ -1287,6 +1318,8 @@ fn run(args: &Args) -> Result<(Value, String, bool), BoxError> {
                     None => "not within 60 s".into(),
                 },
                 x["daemon_cpu_ms_per_write"],
+                x["writes_per_commit"],
+                x["disk_kib_per_write"],
             ));
         }
     }
