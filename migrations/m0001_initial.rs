@@ -8,7 +8,7 @@ use crate::store::tables::*;
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     txn.open_table(META)?;
     txn.open_table(SECTIONS)?;
-    txn.open_table(CONTENT)?;
+    txn.open_table(CONTENT_BY_KBID)?;
     txn.open_table(DOCUMENTS)?;
     txn.open_multimap_table(DOC_SECTIONS)?;
     txn.open_multimap_table(SECTION_DOCS)?;

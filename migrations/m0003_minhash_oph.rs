@@ -6,13 +6,13 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
-use crate::store::tables::{CONTENT, MINHASH_BANDS, SECTIONS};
+use crate::store::tables::{CONTENT_BY_KBID, MINHASH_BANDS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     txn.delete_multimap_table(MINHASH_BANDS)?;
     let mut bands = txn.open_multimap_table(MINHASH_BANDS)?;
     let sections = txn.open_table(SECTIONS)?;
-    let content = txn.open_table(CONTENT)?;
+    let content = txn.open_table(CONTENT_BY_KBID)?;
     for row in sections.iter()? {
         let (k, v) = row?;
         let kbid = k.value();

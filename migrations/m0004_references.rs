@@ -6,13 +6,13 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
-use crate::store::tables::{CONTENT, REFS_IN, REFS_OUT, SECTION_DOCS, SECTIONS};
+use crate::store::tables::{CONTENT_BY_KBID, REFS_IN, REFS_OUT, SECTION_DOCS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     let mut refs_out = txn.open_table(REFS_OUT)?;
     let mut refs_in = txn.open_multimap_table(REFS_IN)?;
     let sections = txn.open_table(SECTIONS)?;
-    let content = txn.open_table(CONTENT)?;
+    let content = txn.open_table(CONTENT_BY_KBID)?;
     let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
     for row in sections.iter()? {
         let (k, v) = row?;

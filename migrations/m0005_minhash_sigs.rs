@@ -8,13 +8,13 @@ use redb::{ReadableTable, WriteTransaction};
 use crate::error::Result;
 use crate::index::near_dup::encode_keys;
 use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
-use crate::store::tables::{CONTENT, MINHASH_BANDS, MINHASH_SIGS, SECTIONS};
+use crate::store::tables::{CONTENT_BY_KBID, MINHASH_BANDS, MINHASH_SIGS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     {
         let mut sigs = txn.open_table(MINHASH_SIGS)?;
         let sections = txn.open_table(SECTIONS)?;
-        let content = txn.open_table(CONTENT)?;
+        let content = txn.open_table(CONTENT_BY_KBID)?;
         for row in sections.iter()? {
             let (k, v) = row?;
             let kbid = k.value();

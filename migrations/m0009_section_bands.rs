@@ -10,7 +10,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::index::near_dup::decode_keys;
-use crate::model::records::{SectionRecord, SectionRecordV1, decode, encode};
+use crate::model::records::{SectionRecordV1, SectionRecordV2, decode, encode};
 use crate::store::tables::{MINHASH_SIGS, SECTIONS};
 
 /// Records rewritten per pass (a pass reads, then writes: a table cannot be changed while it
@@ -36,7 +36,7 @@ pub fn apply(txn: &WriteTransaction) -> Result<()> {
                     Some(g) => decode_keys(g.value()),
                     None => None,
                 };
-                let rec = SectionRecord {
+                let rec = SectionRecordV2 {
                     section_type: old.section_type,
                     title: old.title,
                     description: old.description,

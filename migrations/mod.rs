@@ -12,6 +12,7 @@ mod m0006_vectors;
 mod m0007_collection;
 mod m0008_sync;
 mod m0009_section_bands;
+mod m0010_content_seq;
 
 use redb::WriteTransaction;
 
@@ -68,5 +69,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "section_bands",
         apply: m0009_section_bands::apply,
+    },
+    Migration {
+        version: 10,
+        name: "content_seq",
+        apply: m0010_content_seq::apply,
     },
 ];

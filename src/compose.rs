@@ -47,7 +47,7 @@ pub(crate) fn compose(t: &ReadTables, ids: &[String]) -> Result<String> {
         if is_kbid(id)
             && let Some(rec) = t.section(id)?
         {
-            let bytes = t.content(id)?.unwrap_or_default();
+            let bytes = t.content_of(&rec)?.unwrap_or_default();
             parts.push(render_section(id, &rec, &bytes, "##"));
             continue;
         }
@@ -59,7 +59,7 @@ pub(crate) fn compose(t: &ReadTables, ids: &[String]) -> Result<String> {
         let mut rendered = Vec::with_capacity(doc.kbids.len() + 1);
         for kbid in &doc.kbids {
             if let Some(rec) = t.section(kbid)? {
-                let bytes = t.content(kbid)?.unwrap_or_default();
+                let bytes = t.content_of(&rec)?.unwrap_or_default();
                 rendered.push(render_section(kbid, &rec, &bytes, "##"));
             }
         }

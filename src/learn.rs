@@ -305,6 +305,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_add(&p.kbid, keys);
             }
+            let content_seq = t.put_content(&p.bytes)?;
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
                 title: p.title.clone(),
@@ -318,9 +319,9 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 standalone: p.docid.is_none(),
                 terms_count: p.terms_count,
                 bands: p.bands.as_ref().map(|(_, keys)| *keys),
+                content_seq,
             };
             t.put_section(&p.kbid, &rec)?;
-            t.content.insert(p.kbid.as_str(), p.bytes.as_slice())?;
             for tag in &p.tags {
                 t.tags.insert(tag.as_str(), p.kbid.as_str())?;
             }
@@ -609,7 +610,7 @@ pub(crate) fn insert_stored(
     }
     let markers = crate::references::markers_of(&rec.section_type, bytes, base);
     crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, kbid, &markers)?;
-    t.content.insert(kbid, bytes)?;
+    rec.content_seq = t.put_content(bytes)?;
     t.put_section(kbid, &rec)?;
     t.log(ChangeKind::SectionAdded, kbid)?;
     Ok(true)

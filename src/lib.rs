@@ -246,14 +246,12 @@ impl Kb {
         else {
             return;
         };
-        let mut table = None;
+        let mut tables = None;
         let load = |kbid: &str| -> Result<Option<Vec<u8>>> {
-            if table.is_none() {
-                let txn = self.db()?.begin_read()?;
-                table = Some(txn.open_table(store::tables::CONTENT)?);
+            if tables.is_none() {
+                tables = Some(ReadTables::open(&self.db()?.begin_read()?)?);
             }
-            let content = table.as_ref().expect("opened above");
-            Ok(content.get(kbid)?.map(|g| g.value().to_vec()))
+            tables.as_ref().expect("opened above").content(kbid)
         };
         if let Err(e) = learn::scan_near_duplicates(p, point, candidates, &self.shingles, load) {
             tracing::debug!("near-duplicate scan left to the writer: {e}");
@@ -394,7 +392,7 @@ impl Kb {
             let rec = t
                 .section(kbid)?
                 .ok_or_else(|| KbError::NotFound(format!("Section not found: {kbid}")))?;
-            let bytes = t.content(kbid)?.ok_or_else(|| KbError::Corrupt {
+            let bytes = t.content_of(&rec)?.ok_or_else(|| KbError::Corrupt {
                 table: "content",
                 key: kbid.to_string(),
                 detail: "section has no content".into(),
@@ -1177,6 +1175,120 @@ mod tests {
         ]
     }
 
+    /// Put the content back where schema 9 kept it (`content`, keyed by kbid; records without
+    /// `content_seq`), so that a test can pretend the database predates migration 10.
+    fn content_as_in_schema_9(txn: &redb::WriteTransaction) {
+        let mut sections = txn.open_table(SECTIONS).unwrap();
+        let rows: Vec<(String, model::records::SectionRecord)> = sections
+            .iter()
+            .unwrap()
+            .map(|row| {
+                let (k, v) = row.unwrap();
+                let rec = model::records::decode("sections", k.value(), v.value()).unwrap();
+                (k.value().to_string(), rec)
+            })
+            .collect();
+        {
+            let content = txn.open_table(CONTENT).unwrap();
+            let mut old = txn.open_table(CONTENT_BY_KBID).unwrap();
+            for (kbid, rec) in &rows {
+                let bytes = content.get(rec.content_seq).unwrap().unwrap();
+                old.insert(kbid.as_str(), bytes.value()).unwrap();
+            }
+        }
+        for (kbid, rec) in rows {
+            let v2 = model::records::SectionRecordV2 {
+                section_type: rec.section_type,
+                title: rec.title,
+                description: rec.description,
+                tags: rec.tags,
+                source_key: rec.source_key,
+                created_at: rec.created_at,
+                updated_at: rec.updated_at,
+                checksum: rec.checksum,
+                size: rec.size,
+                standalone: rec.standalone,
+                terms_count: rec.terms_count,
+                bands: rec.bands,
+            };
+            sections
+                .insert(kbid.as_str(), model::records::encode(&v2).as_slice())
+                .unwrap();
+        }
+        drop(sections);
+        txn.delete_table(CONTENT).unwrap();
+    }
+
+    #[test]
+    fn migration_10_keys_content_by_sequence() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let texts = [
+            "first fact of three",
+            "second fact of three",
+            "third fact of three",
+        ];
+        let kbids: Vec<String> = texts
+            .iter()
+            .map(|t| kb.learn(LearnRequest::text(*t)).unwrap().kbid)
+            .collect();
+        let lost = kb
+            .learn(LearnRequest::text("its content goes missing"))
+            .unwrap()
+            .kbid;
+        drop(kb);
+        {
+            let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
+            txn.open_table(CONTENT_BY_KBID)
+                .unwrap()
+                .remove(lost.as_str())
+                .unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(META_SCHEMA_VERSION, 9u32.to_le_bytes().as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.status().unwrap().schema_version, 10);
+        let mut seqs = Vec::new();
+        {
+            let txn = kb.db().unwrap().begin_read().unwrap();
+            assert!(
+                txn.open_table(CONTENT_BY_KBID).is_err(),
+                "the old table is gone"
+            );
+            let t = ReadTables::open(&txn).unwrap();
+            for (kbid, text) in kbids.iter().zip(texts) {
+                let rec = t.section(kbid).unwrap().unwrap();
+                seqs.push(rec.content_seq);
+                assert_eq!(t.content_of(&rec).unwrap().unwrap(), text.as_bytes());
+            }
+            assert_eq!(t.section(&lost).unwrap().unwrap().content_seq, 0);
+            assert_eq!(t.content(&lost).unwrap(), None);
+        }
+        // Numbered in kbid order from 1; the missing content took no number.
+        let mut by_kbid: Vec<(&String, u64)> = kbids.iter().zip(seqs.iter().copied()).collect();
+        by_kbid.sort();
+        assert_eq!(
+            by_kbid.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        let report = kb.check().unwrap();
+        assert!(!report.ok, "the section without content is reported");
+        kb.unlearn(&lost).unwrap();
+        assert!(kb.check().unwrap().ok);
+        // New content goes after the highest sequence, and reads back by kbid.
+        let r = kb.learn(LearnRequest::text("a fourth fact")).unwrap();
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        let t = ReadTables::open(&txn).unwrap();
+        assert_eq!(t.section(&r.kbid).unwrap().unwrap().content_seq, 4);
+        assert_eq!(t.content(&r.kbid).unwrap().unwrap(), b"a fourth fact");
+        assert_eq!(kb.read_sections(&[&kbids[1]]).unwrap()[0].content, texts[1]);
+    }
+
     #[test]
     fn unlearn_removes_every_row_that_points_at_the_section() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1259,6 +1371,7 @@ mod tests {
             // signatures table yet).
             let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
             let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
             txn.delete_table(MINHASH_SIGS).unwrap();
             {
                 let mut meta = txn.open_table(META).unwrap();
@@ -1335,6 +1448,7 @@ mod tests {
             // in `minhash_sigs`.
             let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
             let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
             {
                 let mut meta = txn.open_table(META).unwrap();
                 meta.insert(META_SCHEMA_VERSION, 8u32.to_le_bytes().as_slice())
@@ -1367,15 +1481,20 @@ mod tests {
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 9);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         {
             let txn = kb.db().unwrap().begin_read().unwrap();
             assert!(txn.open_table(MINHASH_SIGS).is_err(), "the table is gone");
             let t = txn.open_table(SECTIONS).unwrap();
             for (kbid, rec) in &sections {
                 let v = t.get(kbid.as_str()).unwrap().unwrap();
-                let now: model::records::SectionRecord =
+                let mut now: model::records::SectionRecord =
                     model::records::decode("sections", kbid, v.value()).unwrap();
+                assert_ne!(now.content_seq, 0, "content renumbered by migration 10");
+                now.content_seq = rec.content_seq;
                 assert_eq!(&now, rec, "every field kept, band keys moved in");
             }
         }
@@ -1411,6 +1530,7 @@ mod tests {
             // Pretend the database predates migration 4: no reference tables.
             let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
             let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
             {
                 let mut meta = txn.open_table(META).unwrap();
                 meta.insert(META_SCHEMA_VERSION, 3u32.to_le_bytes().as_slice())

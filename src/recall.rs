@@ -87,7 +87,7 @@ impl Budget {
 }
 
 fn text_of(t: &ReadTables, kbid: &str, rec: &SectionRecord) -> Result<String> {
-    let bytes = t.content(kbid)?.ok_or_else(|| KbError::Corrupt {
+    let bytes = t.content_of(rec)?.ok_or_else(|| KbError::Corrupt {
         table: "content",
         key: kbid.to_string(),
         detail: "section has no content".into(),

@@ -36,7 +36,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
     }
     crate::references::remove_edges(&mut t.refs_out, &mut t.refs_in, kbid)?;
     t.sections.remove(kbid)?;
-    t.content.remove(kbid)?;
+    t.remove_content(&rec)?;
     t.log(ChangeKind::SectionRemoved, kbid)?;
     Ok(true)
 }

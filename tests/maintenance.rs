@@ -593,12 +593,18 @@ mod damaged {
         let unindexed = kbdb::kbid_of(b"slipped in");
         with_store(&db, |txn| {
             // checksum_mismatch: content changed behind the checksum's back.
-            txn.open_table(CONTENT)
-                .unwrap()
-                .insert(text.as_str(), b"other text".as_slice())
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            let text_rec: SectionRecord = decode(
+                "sections",
+                &text,
+                sections.get(text.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            let mut content = txn.open_table(CONTENT).unwrap();
+            content
+                .insert(text_rec.content_seq, b"other text".as_slice())
                 .unwrap();
             // type_mismatch: a text section relabelled as JSON.
-            let mut sections = txn.open_table(SECTIONS).unwrap();
             let mut rec: SectionRecord = decode(
                 "sections",
                 &typed,
@@ -614,13 +620,17 @@ mod damaged {
             rec.checksum = kbdb::model::kbid::hex(&kbdb::model::kbid::sha256(b"slipped in"));
             rec.size = 10;
             rec.standalone = true;
+            rec.content_seq = content.last().unwrap().unwrap().0.value() + 1;
             sections
                 .insert(unindexed.as_str(), encode(&rec).as_slice())
                 .unwrap();
-            txn.open_table(CONTENT)
-                .unwrap()
-                .insert(unindexed.as_str(), b"slipped in".as_slice())
+            content
+                .insert(rec.content_seq, b"slipped in".as_slice())
                 .unwrap();
+            // orphan_content (a warning): two content rows no record names.
+            for seq in [rec.content_seq + 1, rec.content_seq + 7] {
+                content.insert(seq, b"nobody's".as_slice()).unwrap();
+            }
             // orphan_document: a manifest whose only section does not exist.
             let mut ghost = DocumentRecord::empty("2026-01-01T00:00:00Z");
             let nothing = kbdb::kbid_of(b"nothing");
@@ -669,6 +679,19 @@ mod damaged {
             .to_string();
         assert!(ghost_detail.contains(&nothing));
         assert_eq!(v["sections_checked"], 8);
+        let orphans = v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["type"] == "orphan_content")
+            .unwrap_or_else(|| panic!("no orphan_content warning in {v}"));
+        assert!(
+            orphans["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("2 content row(s)"),
+            "{orphans}"
+        );
 
         // rebuild brings the index back in line with the store.
         let r = db.json(&["rebuild"]);

@@ -124,7 +124,7 @@ fn stored_body(t: &WriteTables<'_>, docid: &str, kbids: &[String]) -> Result<Str
                 ),
             ));
         }
-        let bytes = t.content(kbid)?.unwrap_or_default();
+        let bytes = t.content_of(&rec)?.unwrap_or_default();
         parts.push(String::from_utf8_lossy(&bytes).trim_end().to_string());
     }
     let mut body = parts.join("\n\n");

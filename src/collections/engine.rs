@@ -163,9 +163,8 @@ impl Kb {
             if s.section_type.starts_with("image/") {
                 continue;
             }
-            let text = content_t
-                .get(kbid.as_str())?
-                .map(|g| String::from_utf8_lossy(g.value()).into_owned())
+            let text = crate::store::txn::record_content(&content_t, &s)?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
             let level = text
                 .lines()

@@ -45,6 +45,9 @@ impl Report {
     fn error(&mut self, kind: &'static str, entity: &str, detail: String) {
         self.push(false, kind, entity, detail)
     }
+    fn warning(&mut self, kind: &'static str, entity: &str, detail: String) {
+        self.push(true, kind, entity, detail)
+    }
 }
 
 /// Run every check inside one read transaction. `indexed_keys` are the lexical index's
@@ -60,6 +63,8 @@ pub(crate) fn check(
     let mut sections_checked = 0u64;
     let mut headings: HashMap<String, Option<String>> = HashMap::new();
     let mut store_keys: HashMap<u64, String> = HashMap::new();
+    // Content sequence → the section naming it.
+    let mut content_owners: HashMap<u64, String> = HashMap::new();
 
     for row in t.sections.iter()? {
         let (k, v) = row?;
@@ -81,7 +86,19 @@ pub(crate) fn check(
         };
         store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
         headings.insert(id.to_string(), rec.title.clone());
-        let Some(bytes) = t.content(id)? else {
+        if rec.content_seq != 0
+            && let Some(other) = content_owners.insert(rec.content_seq, id.to_string())
+        {
+            r.error(
+                "checksum_mismatch",
+                id,
+                format!(
+                    "its content row {} is also named by {other}",
+                    rec.content_seq
+                ),
+            );
+        }
+        let Some(bytes) = t.content_of(&rec)? else {
             r.error("checksum_mismatch", id, "content is missing".into());
             continue;
         };
@@ -129,6 +146,18 @@ pub(crate) fn check(
         }
     }
     progress(sections_checked, total);
+    let content_rows = t.content.len()?;
+    let named = content_owners.len() as u64;
+    if content_rows > named {
+        r.warning(
+            "orphan_content",
+            "*",
+            format!(
+                "{} content row(s) named by no section: space only, nothing reads them",
+                content_rows - named
+            ),
+        );
+    }
 
     // Documents: manifests against sections and the membership tables.
     let doc_sections = txn.open_multimap_table(DOC_SECTIONS)?;

@@ -308,7 +308,7 @@ fn write_all(
         let (k, v) = row?;
         let kbid = k.value();
         let rec: SectionRecord = decode("sections", kbid, v.value())?;
-        let bytes = t.content(kbid)?.ok_or_else(|| KbError::Corrupt {
+        let bytes = t.content_of(&rec)?.ok_or_else(|| KbError::Corrupt {
             table: "content",
             key: kbid.to_string(),
             detail: "section has no content".into(),

@@ -395,6 +395,8 @@ fn read_section(
             terms_count,
             // Derived from the content when the section is stored (`learn::insert_stored`).
             bands: None,
+            // Given when the content is stored (`learn::insert_stored`).
+            content_seq: 0,
         },
         kbid: meta.kbid,
         bytes,

@@ -27,6 +27,26 @@ pub struct SectionRecord {
     /// and texts without shingles). In the record since migration 0009, so a new section
     /// touches one random-key row less per commit.
     pub bands: Option<[u64; 16]>,
+    /// The key of the section's content in `section_content` (migration 0010).
+    pub content_seq: u64,
+}
+
+/// The layout of a section record before migration 0010 (no `content_seq`), read and written by
+/// the migrations up to 0010. Decoding a newer record with it ignores the fields added since.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SectionRecordV2 {
+    pub section_type: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub source_key: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub checksum: String,
+    pub size: u64,
+    pub standalone: bool,
+    pub terms_count: u64,
+    pub bands: Option<[u64; 16]>,
 }
 
 /// The layout of a section record before migration 0009 (no band keys), read by the migrations

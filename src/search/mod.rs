@@ -856,7 +856,7 @@ fn describe_hit(
         return Ok(None); // removed after the index snapshot
     };
     let is_image = rec.section_type.starts_with("image/");
-    let bytes = store.content(kbid)?.unwrap_or_default();
+    let bytes = store.content_of(&rec)?.unwrap_or_default();
     let text = if is_image {
         String::new()
     } else {

@@ -6,8 +6,13 @@ use redb::{MultimapTableDefinition, TableDefinition};
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// `sections`: kbid → versioned `SectionRecord`.
 pub const SECTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("sections");
-/// `content`: kbid → content bytes (UTF-8 text, or decoded image bytes).
-pub const CONTENT: TableDefinition<&str, &[u8]> = TableDefinition::new("content");
+/// `section_content`: content sequence → content bytes (UTF-8 text, or decoded image bytes).
+/// A section's record holds its `content_seq`; new content takes the next sequence, so a group
+/// commit's contents share the B-tree's last leaf instead of one random leaf each
+/// (migration 0010).
+pub const CONTENT: TableDefinition<u64, &[u8]> = TableDefinition::new("section_content");
+/// `content`: kbid → content bytes (migrations 0001–0009; replaced by `section_content`).
+pub const CONTENT_BY_KBID: TableDefinition<&str, &[u8]> = TableDefinition::new("content");
 /// `documents`: docid → versioned `DocumentRecord` (the ordered manifest).
 pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
 /// `doc_sections`: docid → kbid (membership, document side).

@@ -12,7 +12,10 @@ use crate::model::records::{self, ChangeKind, ChangeRecord, DocumentRecord, Sect
 
 pub struct WriteTables<'t> {
     pub sections: Table<'t, &'static str, &'static [u8]>,
-    pub content: Table<'t, &'static str, &'static [u8]>,
+    content: Table<'t, u64, &'static [u8]>,
+    /// The sequence the next stored content takes (read from the table's last key when first
+    /// needed).
+    next_content_seq: Option<u64>,
     pub documents: Table<'t, &'static str, &'static [u8]>,
     pub doc_sections: MultimapTable<'t, &'static str, &'static str>,
     pub section_docs: MultimapTable<'t, &'static str, &'static str>,
@@ -80,6 +83,7 @@ impl<'t> WriteTables<'t> {
         Ok(WriteTables {
             sections: txn.open_table(SECTIONS)?,
             content: txn.open_table(CONTENT)?,
+            next_content_seq: None,
             documents: txn.open_table(DOCUMENTS)?,
             doc_sections: txn.open_multimap_table(DOC_SECTIONS)?,
             section_docs: txn.open_multimap_table(SECTION_DOCS)?,
@@ -159,8 +163,35 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// The content of section `kbid` (None: no such section, or its content is missing).
     pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.content.get(kbid)?.map(|g| g.value().to_vec()))
+        match self.section(kbid)? {
+            Some(rec) => self.content_of(&rec),
+            None => Ok(None),
+        }
+    }
+
+    /// The content a section record names (None: missing).
+    pub fn content_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
+        record_content(&self.content, rec)
+    }
+
+    /// Store content under the next content sequence, which it returns (for the record's
+    /// `content_seq`).
+    pub fn put_content(&mut self, bytes: &[u8]) -> Result<u64> {
+        let seq = match self.next_content_seq {
+            Some(seq) => seq,
+            None => self.content.last()?.map_or(1, |(k, _)| k.value() + 1),
+        };
+        self.content.insert(seq, bytes)?;
+        self.next_content_seq = Some(seq + 1);
+        Ok(seq)
+    }
+
+    /// Remove the content a section record names.
+    pub fn remove_content(&mut self, rec: &SectionRecord) -> Result<()> {
+        self.content.remove(rec.content_seq)?;
+        Ok(())
     }
 
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
@@ -214,7 +245,7 @@ impl<'t> WriteTables<'t> {
 /// Read-only views of the tables, for snapshot reads.
 pub struct ReadTables {
     pub sections: ReadOnlyTable<&'static str, &'static [u8]>,
-    pub content: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub content: ReadOnlyTable<u64, &'static [u8]>,
     pub documents: ReadOnlyTable<&'static str, &'static [u8]>,
     pub section_docs: ReadOnlyMultimapTable<&'static str, &'static str>,
     pub changes: ReadOnlyTable<u64, &'static [u8]>,
@@ -243,8 +274,17 @@ impl ReadTables {
         get_record(&self.documents, "documents", docid)
     }
 
+    /// The content of section `kbid` (None: no such section, or its content is missing).
     pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
-        Ok(self.content.get(kbid)?.map(|g| g.value().to_vec()))
+        match self.section(kbid)? {
+            Some(rec) => self.content_of(&rec),
+            None => Ok(None),
+        }
+    }
+
+    /// The content a section record names (None: missing).
+    pub fn content_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
+        record_content(&self.content, rec)
     }
 
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
@@ -254,6 +294,14 @@ impl ReadTables {
     pub fn last_seq(&self) -> Result<u64> {
         Ok(self.changes.last()?.map(|(k, _)| k.value()).unwrap_or(0))
     }
+}
+
+/// The content a section record names in `section_content` (None: missing).
+pub fn record_content(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    rec: &SectionRecord,
+) -> Result<Option<Vec<u8>>> {
+    Ok(table.get(rec.content_seq)?.map(|g| g.value().to_vec()))
 }
 
 fn get_record<T: serde::de::DeserializeOwned>(

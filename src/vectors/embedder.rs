@@ -159,10 +159,7 @@ pub fn embed_pending(
                 continue;
             };
             let rec: SectionRecord = decode("sections", &kbid, rec.value())?;
-            let bytes = content
-                .get(kbid.as_str())?
-                .map(|g| g.value().to_vec())
-                .unwrap_or_default();
+            let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
             let Some(input) = embedding_input(&rec, &bytes) else {
                 continue;
             };
@@ -352,10 +349,7 @@ pub fn rebuild(
                     continue;
                 };
                 let rec: SectionRecord = decode("sections", kbid, rec.value())?;
-                let bytes = content
-                    .get(kbid.as_str())?
-                    .map(|g| g.value().to_vec())
-                    .unwrap_or_default();
+                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
                 if let Some(input) = embedding_input(&rec, &bytes) {
                     work.push(Work {
                         kbid: kbid.clone(),

@@ -438,10 +438,7 @@ impl Kb {
                 };
                 let rec: crate::model::records::SectionRecord =
                     crate::model::records::decode("sections", kbid, rec.value())?;
-                let bytes = content
-                    .get(kbid.as_str())?
-                    .map(|g| g.value().to_vec())
-                    .unwrap_or_default();
+                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
                 let Some(input) = super::embedding_input(&rec, &bytes) else {
                     continue;
                 };
