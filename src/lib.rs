@@ -1079,14 +1079,21 @@ impl Kb {
         if writer.get().is_none() {
             let txn = self.db()?.begin_read()?;
             let sections = txn.open_table(store::tables::SECTIONS)?;
-            let mut index = index::near_dup::BandIndex::default();
+            // Added in the order the sections were stored (their content sequence), so that a
+            // crowded band's newest entries, the ones read, are the most recent sections.
+            let mut stored = Vec::new();
             for row in redb::ReadableTable::iter(&sections)? {
                 let (k, v) = row?;
                 let rec: model::records::SectionRecord =
                     model::records::decode("sections", k.value(), v.value())?;
                 if let Some(keys) = rec.bands {
-                    index.add(k.value(), &keys);
+                    stored.push((rec.content_seq, k.value().to_string(), keys));
                 }
+            }
+            stored.sort_unstable_by_key(|(seq, _, _)| *seq);
+            let mut index = index::near_dup::BandIndex::default();
+            for (_, kbid, keys) in &stored {
+                index.add(kbid, keys);
             }
             writer.set(Some(index))?;
         }
@@ -1245,6 +1252,23 @@ mod tests {
                 .unwrap()
                 .remove(lost.as_str())
                 .unwrap();
+            // Created in the reverse of kbid order, so that the numbering tells the two apart.
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            let mut by_kbid = kbids.clone();
+            by_kbid.sort();
+            for (day, kbid) in by_kbid.iter().rev().enumerate() {
+                let mut rec: model::records::SectionRecordV2 = model::records::decode(
+                    "sections",
+                    kbid,
+                    sections.get(kbid.as_str()).unwrap().unwrap().value(),
+                )
+                .unwrap();
+                rec.created_at = format!("2026-01-0{}T00:00:00.000Z", day + 1);
+                sections
+                    .insert(kbid.as_str(), model::records::encode(&rec).as_slice())
+                    .unwrap();
+            }
+            drop(sections);
             txn.open_table(META)
                 .unwrap()
                 .insert(META_SCHEMA_VERSION, 9u32.to_le_bytes().as_slice())
@@ -1253,7 +1277,7 @@ mod tests {
         }
         let kb = Kb::open(tmp.path()).unwrap();
         assert_eq!(kb.status().unwrap().schema_version, 10);
-        let mut seqs = Vec::new();
+        let mut numbered = Vec::new();
         {
             let txn = kb.db().unwrap().begin_read().unwrap();
             assert!(
@@ -1263,18 +1287,21 @@ mod tests {
             let t = ReadTables::open(&txn).unwrap();
             for (kbid, text) in kbids.iter().zip(texts) {
                 let rec = t.section(kbid).unwrap().unwrap();
-                seqs.push(rec.content_seq);
                 assert_eq!(t.content_of(&rec).unwrap().unwrap(), text.as_bytes());
+                numbered.push((rec.created_at, kbid.clone(), rec.content_seq));
             }
             assert_eq!(t.section(&lost).unwrap().unwrap().content_seq, 0);
             assert_eq!(t.content(&lost).unwrap(), None);
         }
-        // Numbered in kbid order from 1; the missing content took no number.
-        let mut by_kbid: Vec<(&String, u64)> = kbids.iter().zip(seqs.iter().copied()).collect();
-        by_kbid.sort();
+        // Numbered from 1 in creation order (ties by kbid); the missing content took no number.
+        numbered.sort();
         assert_eq!(
-            by_kbid.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+            numbered.iter().map(|(_, _, s)| *s).collect::<Vec<_>>(),
             [1, 2, 3]
+        );
+        assert!(
+            numbered[0].1 > numbered[2].1,
+            "the first created has the largest kbid"
         );
         let report = kb.check().unwrap();
         assert!(!report.ok, "the section without content is reported");
@@ -1287,6 +1314,43 @@ mod tests {
         assert_eq!(t.section(&r.kbid).unwrap().unwrap().content_seq, 4);
         assert_eq!(t.content(&r.kbid).unwrap().unwrap(), b"a fourth fact");
         assert_eq!(kb.read_sections(&[&kbids[1]]).unwrap()[0].content, texts[1]);
+    }
+
+    #[test]
+    fn a_crowded_band_is_read_from_its_newest_sections_also_after_reopening() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = "the release notes describe how the storage engine writes its pages, keeps \
+                    checksums, replays the change log after a crash and rebuilds the lexical \
+                    index from the store when it is missing or behind";
+        let learn = |kb: &Kb, i: usize| {
+            kb.learn(LearnRequest::text(format!("{base} entry{i}")))
+                .unwrap()
+        };
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let first: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+        // 40 near copies crowd their bands past the 32 entries read: the oldest 8 are left out.
+        let oldest = &first[..8];
+        let r = learn(&kb, 40);
+        assert_eq!(r.near_duplicates.len(), near_dup_max(), "{r:?}");
+        assert!(
+            r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+            "{:?}",
+            r.near_duplicates
+        );
+        drop(kb);
+        // Loaded again from the store: in the order the sections were stored, not by kbid.
+        let kb = Kb::open(tmp.path()).unwrap();
+        let r = learn(&kb, 41);
+        assert_eq!(r.near_duplicates.len(), near_dup_max());
+        assert!(
+            r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+            "{:?}",
+            r.near_duplicates
+        );
+    }
+
+    fn near_dup_max() -> usize {
+        index::near_dup::MAX_CANDIDATES
     }
 
     #[test]

@@ -14,7 +14,8 @@ pub const ROWS: usize = HASHES / BANDS;
 pub const THRESHOLD: f64 = 0.85;
 /// At most this many candidates (those sharing the most bands) are checked exactly per learn.
 pub const MAX_CANDIDATES: usize = 16;
-/// At most this many entries of one band are read (thousands of sections can share a band).
+/// At most this many entries of one band are read (thousands of sections can share a band): the
+/// most recently added ones.
 pub const PER_BAND: usize = 32;
 /// A candidate must share at least this many bands: at Jaccard 0.85 a pair shares 2 or more of
 /// 16 bands with probability ≈ 0.9999; at 0.5 only ≈ 0.26.
@@ -216,7 +217,17 @@ mod tests {
         for i in 0..PER_BAND + 5 {
             index.add(&format!("s{i}"), &[9; BANDS]);
         }
-        assert_eq!(index.band(9).count(), PER_BAND);
+        let crowded = band(&index, 9);
+        assert_eq!(crowded.len(), PER_BAND);
+        assert_eq!(crowded[0], "s5", "the oldest five are not read");
+        assert_eq!(crowded[PER_BAND - 1], format!("s{}", PER_BAND + 4));
+        assert_eq!(index.sharing(&[9; BANDS], 2).len(), PER_BAND);
+        assert!(
+            index
+                .sharing(&[9; BANDS], 2)
+                .iter()
+                .all(|(k, _)| *k != "s0")
+        );
     }
 
     #[test]
@@ -391,6 +402,13 @@ impl Default for BandIndex {
     }
 }
 
+/// The last `PER_BAND` entries of a band: a band lists its sections in the order they were added
+/// (loading adds them in the order they were stored), and a new section is most likely a near
+/// copy of a recent one, whose shingles the cache also still holds.
+fn newest(band: &[u32]) -> &[u32] {
+    &band[band.len().saturating_sub(PER_BAND)..]
+}
+
 /// Where a near-duplicate scan of the band index stood: the index it read and how many sections
 /// had been added to it. The writer completes the scan with the sections added since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -508,24 +526,24 @@ impl BandIndex {
         Some(out)
     }
 
-    /// The sections of band `key` (at most `PER_BAND`).
+    /// The sections of band `key` (the `PER_BAND` added last), oldest first.
     pub fn band(&self, key: u64) -> impl Iterator<Item = &str> {
         self.map
             .get(&key)
-            .map(|v| &v[..v.len().min(PER_BAND)])
+            .map(|v| newest(v))
             .unwrap_or(&[])
             .iter()
             .map(|&n| self.names[n as usize].as_str())
     }
 
-    /// The sections sharing at least `min` of the bands `keys` (reading at most `PER_BAND`
-    /// entries of a band), with how many they share, in no particular order. A key that occurs
-    /// twice in `keys` counts twice.
+    /// The sections sharing at least `min` of the bands `keys` (reading the `PER_BAND` entries
+    /// of a band added last), with how many they share, in no particular order. A key that
+    /// occurs twice in `keys` counts twice.
     pub fn sharing(&self, keys: &[u64; BANDS], min: u32) -> Vec<(&str, u32)> {
         let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
         for k in keys {
             if let Some(v) = self.map.get(k) {
-                numbers.extend_from_slice(&v[..v.len().min(PER_BAND)]);
+                numbers.extend_from_slice(newest(v));
             }
         }
         numbers.sort_unstable();
