@@ -9,7 +9,7 @@
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecord, SectionRecordV2, decode, encode};
+use crate::model::records::{SectionRecordV2, decode, encode};
 use crate::store::tables::{CONTENT, CONTENT_BY_KBID, SECTIONS};
 
 /// Records rewritten per pass (a pass reads, then writes: a table cannot be changed while a
@@ -47,21 +47,7 @@ pub fn apply(txn: &WriteTransaction) -> Result<()> {
                     }
                     None => 0,
                 };
-                let rec = SectionRecord {
-                    section_type: old.section_type,
-                    title: old.title,
-                    description: old.description,
-                    tags: old.tags,
-                    source_key: old.source_key,
-                    created_at: old.created_at,
-                    updated_at: old.updated_at,
-                    checksum: old.checksum,
-                    size: old.size,
-                    standalone: old.standalone,
-                    terms_count: old.terms_count,
-                    bands: old.bands,
-                    content_seq,
-                };
+                let rec = old.with_content_seq(content_seq);
                 pass.push((kbid.as_str(), encode(&rec)));
             }
             for (kbid, bytes) in &pass {

@@ -49,6 +49,27 @@ pub struct SectionRecordV2 {
     pub bands: Option<[u64; 16]>,
 }
 
+impl SectionRecordV2 {
+    /// The record in today's layout, its content under `content_seq` (migration 0010).
+    pub fn with_content_seq(self, content_seq: u64) -> SectionRecord {
+        SectionRecord {
+            section_type: self.section_type,
+            title: self.title,
+            description: self.description,
+            tags: self.tags,
+            source_key: self.source_key,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            checksum: self.checksum,
+            size: self.size,
+            standalone: self.standalone,
+            terms_count: self.terms_count,
+            bands: self.bands,
+            content_seq,
+        }
+    }
+}
+
 /// The layout of a section record before migration 0009 (no band keys), read by the migrations
 /// written for it. Decoding a newer record with it ignores the fields added since.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
