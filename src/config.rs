@@ -86,6 +86,9 @@ pub struct DaemonConfig {
     /// Seconds a client waits for the answer to an ordinary request (maintenance requests —
     /// check, gc, rebuild, export, import — wait as long as they run).
     pub request_timeout_secs: u64,
+    /// Seconds a client waits for a daemon of its database that holds the database without
+    /// answering (still exiting after a kill, or still starting) before it gives up.
+    pub silent_daemon_wait_secs: u64,
 }
 
 impl Default for DaemonConfig {
@@ -93,6 +96,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             idle_timeout_secs: 300,
             request_timeout_secs: 120,
+            silent_daemon_wait_secs: 60,
         }
     }
 }
@@ -150,6 +154,9 @@ impl Config {
         }
         if let Some(v) = get("KBDB_REQUEST_TIMEOUT_SECS") {
             self.daemon.request_timeout_secs = parse("KBDB_REQUEST_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("KBDB_SILENT_DAEMON_WAIT_SECS") {
+            self.daemon.silent_daemon_wait_secs = parse("KBDB_SILENT_DAEMON_WAIT_SECS", v)?;
         }
         Ok(())
     }

@@ -885,6 +885,39 @@ fn a_client_waits_for_a_silent_daemon_that_still_holds_the_database() {
 }
 
 #[test]
+fn a_client_gives_up_on_a_silent_daemon_after_its_wait_and_names_it() {
+    let (db, old) = with_daemon("a fact held by a daemon that never answers again");
+    signal(old, libc::SIGSTOP);
+    std::fs::remove_file(socket_path(&db)).unwrap();
+    let started = Instant::now();
+    let out = db
+        .process()
+        .arg("status")
+        .env("KBDB_SILENT_DAEMON_WAIT_SECS", "1")
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    signal(old, libc::SIGKILL);
+    wait_gone(old);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.starts_with("error: a kbdb daemon of ")
+            && stderr.contains(&format!(
+                "(pid {old}) holds the database but has neither answered nor exited within 1s \
+             (daemon.silent_daemon_wait_secs); stop it (kill {old})"
+            )),
+        "{stderr}"
+    );
+    assert!(
+        waited >= Duration::from_secs(1),
+        "it waited its second first ({waited:?})"
+    );
+    // Once the old daemon is gone, the next client starts a new one; nothing was lost.
+    assert_eq!(db.json(&["status"])["sections"], 1);
+}
+
+#[test]
 fn a_subscriber_that_stops_reading_is_dropped_and_writes_go_on() {
     let db = TestDb::new();
     db.learn(&["a fact before the subscription"]);

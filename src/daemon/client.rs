@@ -244,9 +244,9 @@ impl Client {
                 tracing::info!(old = %old.build, new = %identity(&db_dir), "replacing a daemon of another build or configuration");
                 drop((writer, reader));
                 stop_daemon(&sock)?;
-                start(&db_dir, &sock, &lock)?
+                start(&db_dir, &sock, &lock, &config)?
             }
-            None => start(&db_dir, &sock, &lock)?,
+            None => start(&db_dir, &sock, &lock, &config)?,
         };
         Ok(Client {
             db_dir,
@@ -414,16 +414,17 @@ impl CallFailure {
     }
 }
 
-/// How long a client waits for another daemon of its database that holds it without answering
-/// (one that is still exiting after a SIGKILL, or still starting) before it gives up.
-const SILENT_DAEMON_WAIT: Duration = Duration::from_secs(60);
-
 /// A daemon process of this database that does not answer still holds the database until it
 /// is gone: killed, it exits only once its threads' disk writes are done (seconds on a loaded
 /// machine); starting, it may not listen yet. A new daemon could not open the database, so
-/// wait until such a process answers (its connection is returned) or is gone (None).
-fn wait_for_silent_daemons(db_dir: &Path, sock: &Path) -> Result<Option<Connection>> {
-    let deadline = Instant::now() + SILENT_DAEMON_WAIT;
+/// wait until such a process answers (its connection is returned) or is gone (None), at most
+/// `wait` (`daemon.silent_daemon_wait_secs`).
+fn wait_for_silent_daemons(
+    db_dir: &Path,
+    sock: &Path,
+    wait: Duration,
+) -> Result<Option<Connection>> {
+    let deadline = Instant::now() + wait;
     let mut told = false;
     loop {
         let others = daemon_processes(db_dir);
@@ -450,9 +451,9 @@ fn wait_for_silent_daemons(db_dir: &Path, sock: &Path) -> Result<Option<Connecti
         }
         if Instant::now() > deadline {
             return Err(daemon_err(format!(
-                "a kbdb daemon of {} (pid {pid}) holds the database but has neither answered nor exited within {}s; stop it (kill {pid})",
+                "a kbdb daemon of {} (pid {pid}) holds the database but has neither answered nor exited within {}s (daemon.silent_daemon_wait_secs); stop it (kill {pid})",
                 db_dir.display(),
-                SILENT_DAEMON_WAIT.as_secs()
+                wait.as_secs()
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -558,7 +559,7 @@ fn daemon_run_args(args: &[&[u8]]) -> Option<Option<Vec<u8>>> {
 }
 
 /// Start a daemon under the start lock (or find the one another client just started).
-fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
+fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Connection> {
     let lock_file = File::options()
         .create(true)
         .truncate(false)
@@ -573,7 +574,8 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path) -> Result<Connection> {
         return Ok(c);
     }
     check_access(db_dir)?;
-    if let Some(c) = wait_for_silent_daemons(db_dir, sock)? {
+    let wait = Duration::from_secs(config.daemon.silent_daemon_wait_secs);
+    if let Some(c) = wait_for_silent_daemons(db_dir, sock, wait)? {
         return Ok(c);
     }
     let log_from = log_len(db_dir);

@@ -54,6 +54,7 @@ impl TestDb {
             "KBDB_LOG",
             "KBDB_EMBEDDED",
             "KBDB_REQUEST_TIMEOUT_SECS",
+            "KBDB_SILENT_DAEMON_WAIT_SECS",
         ] {
             c.env_remove(var);
         }
