@@ -1317,6 +1317,42 @@ mod tests {
     }
 
     #[test]
+    fn upgrading_a_database_compacts_its_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let filler = "a sentence of filler words for the content table. ".repeat(20);
+        kb.learn_many(
+            (0..1500)
+                .map(|i| LearnRequest::text(format!("{filler} number {i}")))
+                .collect(),
+        )
+        .unwrap();
+        drop(kb);
+        let file = tmp.path().join(store::DB_FILE);
+        {
+            let db = redb::Database::create(&file).unwrap();
+            let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
+            txn.open_table(META)
+                .unwrap()
+                .insert(META_SCHEMA_VERSION, 9u32.to_le_bytes().as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let before = std::fs::metadata(&file).unwrap().len();
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.status().unwrap().schema_version, 10);
+        let after = std::fs::metadata(&file).unwrap().len();
+        // The migration rewrote every record and every content; without compaction the file
+        // keeps the pages both copies took.
+        assert!(
+            after < before * 3 / 4,
+            "{before} bytes before, {after} after"
+        );
+        assert!(kb.check().unwrap().ok);
+    }
+
+    #[test]
     fn a_crowded_band_is_read_from_its_newest_sections_also_after_reopening() {
         let tmp = tempfile::tempdir().unwrap();
         let base = "the release notes describe how the storage engine writes its pages, keeps \

@@ -456,10 +456,10 @@ fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
         plan: plan.cloned(),
         failed: failed.clone(),
     };
-    let db = Database::builder()
+    let mut db = Database::builder()
         .create_with_backend(backend)
         .map_err(|e| open_error(dir, &path, e))?;
-    super::migrate::run(&db)?;
+    super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
         failed,

@@ -23,7 +23,7 @@ pub const DB_FILE: &str = "kbdb.redb";
 /// Open (creating if needed) the redb file in `dir` and bring its schema up to date.
 pub fn open_database(dir: &Path) -> Result<Database> {
     let file = dir.join(DB_FILE);
-    let db = Database::builder().create(&file).map_err(|e| match e {
+    let mut db = Database::builder().create(&file).map_err(|e| match e {
         DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
             KbError::Locked(dir.to_path_buf())
         }
@@ -32,6 +32,6 @@ pub fn open_database(dir: &Path) -> Result<Database> {
         }
         other => KbError::Storage(format!("cannot open {}: {other}", file.display())),
     })?;
-    migrate::run(&db)?;
+    migrate::run(&mut db)?;
     Ok(db)
 }
