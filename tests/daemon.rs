@@ -755,6 +755,10 @@ fn daemon_status_tells_what_the_daemon_did_and_where_it_listens_and_logs() {
 fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
     let (db, pid) = with_daemon("a fact learned before the limit");
     let mut before = Raw::connect(&db);
+    // Answered once, so that its connection thread exists before the limit (a connection the
+    // daemon has not accepted yet would be refused like the others).
+    let v = before.call_json(json!({"jsonrpc": "2.0", "id": 6, "method": "hello"}));
+    assert!(v["result"].is_object(), "{v}");
     let Some(limit) = common::daemon::PidsLimit::freeze_threads_of(pid) else {
         eprintln!("skipped: this machine lets no test limit a process's threads (cgroup v1 pids)");
         return;
