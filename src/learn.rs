@@ -410,7 +410,9 @@ pub(crate) fn scan_candidates(
         .collect();
     Some((
         index.scan_point(),
-        top_candidates(ranked).map(|(_, k)| k.to_string()).collect(),
+        top_candidates(ranked, |k| index.recency(k).unwrap_or(0))
+            .map(|(_, k)| k.to_string())
+            .collect(),
     ))
 }
 
@@ -491,14 +493,13 @@ fn complete_scan(
     let mut ranked: Vec<(u32, &str)> = since.into_iter().map(|(k, n)| (n, k)).collect();
     ranked.extend(added_in(t, keys));
     check_candidates(t, p, mine, ranked, &mut out)?;
-    out.truncate(near_dup::MAX_CANDIDATES);
     Ok(Some(out))
 }
 
 /// Compare exactly the candidates sharing the most bands (`ranked`: shared bands, kbid; a kbid
 /// may be listed twice) that are not `p` itself, not already in `out` and not unlearned by this
-/// transaction, at most `MAX_CANDIDATES`; add those at or above the threshold to `out`, most
-/// similar first.
+/// transaction, at most `MAX_CANDIDATES`; add those at or above the threshold to `out`, and
+/// keep the `MAX_CANDIDATES` most similar (ties: the most recent), most similar first.
 fn check_candidates(
     t: &WriteTables<'_>,
     p: &Prepared,
@@ -508,7 +509,12 @@ fn check_candidates(
 ) -> Result<()> {
     ranked.retain(|(_, k)| *k != p.kbid && !t.band_removed(k) && !out.iter().any(|d| d.kbid == *k));
     let mut load = |c: &str| t.content(c);
-    for (_, c) in top_candidates(ranked) {
+    // Sections added earlier in this transaction are the newest of all.
+    let recency = |k: &str| match t.pending_bands.recency(k) {
+        Some(r) => u64::MAX / 2 + r,
+        None => t.band_index.and_then(|i| i.recency(k)).unwrap_or(0),
+    };
+    for (_, c) in top_candidates(ranked, &recency) {
         if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
             out.push(NearDuplicate {
                 kbid: c.to_string(),
@@ -516,6 +522,15 @@ fn check_candidates(
             });
         }
     }
+    // At most MAX_CANDIDATES are reported: the most similar, among equals the most recent;
+    // listed by similarity, then kbid.
+    out.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(recency(&b.kbid).cmp(&recency(&a.kbid)))
+            .then(a.kbid.cmp(&b.kbid))
+    });
+    out.truncate(near_dup::MAX_CANDIDATES);
     out.sort_by(|a, b| {
         b.similarity
             .total_cmp(&a.similarity)
@@ -524,13 +539,26 @@ fn check_candidates(
     Ok(())
 }
 
-/// The `MAX_CANDIDATES` candidates sharing the most bands (ties by kbid), each once (a section
-/// removed and learned again in one transaction is listed twice: its larger count is kept).
-fn top_candidates(mut ranked: Vec<(u32, &str)>) -> impl Iterator<Item = (u32, &str)> {
+/// The `MAX_CANDIDATES` candidates sharing the most bands, each once (a section removed and
+/// learned again in one transaction is listed twice: its larger count is kept). Ties go to the
+/// most recently added (`recency`: larger is newer), then by kbid: a new section is most likely
+/// a near copy of a recent one.
+fn top_candidates(
+    mut ranked: Vec<(u32, &str)>,
+    recency: impl Fn(&str) -> u64,
+) -> impl Iterator<Item = (u32, &str)> {
     ranked.sort_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(&a.0)));
     ranked.dedup_by(|later, first| later.1 == first.1);
-    ranked.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    ranked.into_iter().take(near_dup::MAX_CANDIDATES)
+    let mut keyed: Vec<(u32, u64, &str)> = ranked
+        .into_iter()
+        .map(|(n, k)| (n, recency(k), k))
+        .collect();
+    // Most shared bands first; among equals the newest; then by kbid.
+    keyed.sort_by_key(|&(n, r, k)| (std::cmp::Reverse(n), std::cmp::Reverse(r), k));
+    keyed
+        .into_iter()
+        .take(near_dup::MAX_CANDIDATES)
+        .map(|(n, _, k)| (n, k))
 }
 
 /// The sections added earlier in this transaction (not in the band index yet) sharing at least

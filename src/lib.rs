@@ -1385,6 +1385,52 @@ mod tests {
         );
     }
 
+    #[test]
+    fn near_duplicates_tied_on_their_bands_are_the_most_recent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = "every copy has these very words and only these words so that all of them \
+                    share each band of the signature";
+        // The same words, other bytes: every copy shares all 16 bands with every other.
+        let text = |i: usize| format!("{base}{}", ".".repeat(i + 1));
+        let learn = |kb: &Kb, i: usize| kb.learn(LearnRequest::text(text(i))).unwrap();
+        let reported = |r: &LearnResult| {
+            let mut k: Vec<String> = r.near_duplicates.iter().map(|d| d.kbid.clone()).collect();
+            k.sort();
+            k
+        };
+        let newest = |kbids: &[String]| {
+            let mut k = kbids[kbids.len() - near_dup_max()..].to_vec();
+            k.sort();
+            k
+        };
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let mut kbids: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+        let r = learn(&kb, 40);
+        assert_eq!(reported(&r), newest(&kbids), "the 16 learned last");
+        kbids.push(r.kbid);
+        drop(kb);
+        let kb = Kb::open(tmp.path()).unwrap();
+        let r = learn(&kb, 41);
+        assert_eq!(
+            reported(&r),
+            newest(&kbids),
+            "also after loading the index again"
+        );
+        // Within one transaction, those added earlier in it are the newest of all.
+        let out = kb
+            .learn_many((42..45).map(|i| LearnRequest::text(text(i))).collect())
+            .unwrap();
+        let last = out[2].as_ref().unwrap();
+        for earlier in &out[..2] {
+            let kbid = &earlier.as_ref().unwrap().kbid;
+            assert!(
+                last.near_duplicates.iter().any(|d| &d.kbid == kbid),
+                "{kbid} not in {:?}",
+                last.near_duplicates
+            );
+        }
+    }
+
     fn near_dup_max() -> usize {
         index::near_dup::MAX_CANDIDATES
     }

@@ -372,6 +372,8 @@ pub struct BandIndex {
     map: HashMap<u64, Vec<u32>>,
     /// Number → kbid ("" for a free number).
     names: Vec<String>,
+    /// Number → how many sections had been added before it (its age: larger is newer).
+    added_at: Vec<u64>,
     numbers: HashMap<String, u32>,
     free: Vec<u32>,
     /// Tells this index from one loaded again (a scan made against another is not continued).
@@ -393,6 +395,7 @@ impl Default for BandIndex {
         BandIndex {
             map: HashMap::new(),
             names: Vec::new(),
+            added_at: Vec::new(),
             numbers: HashMap::new(),
             free: Vec::new(),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -428,10 +431,12 @@ impl BandIndex {
                 let n = match self.free.pop() {
                     Some(n) => {
                         self.names[n as usize] = kbid.to_string();
+                        self.added_at[n as usize] = self.adds;
                         n
                     }
                     None => {
                         self.names.push(kbid.to_string());
+                        self.added_at.push(self.adds);
                         (self.names.len() - 1) as u32
                     }
                 };
@@ -483,6 +488,11 @@ impl BandIndex {
     /// Whether `kbid` is in the index (a committed section with band keys).
     pub fn contains(&self, kbid: &str) -> bool {
         self.numbers.contains_key(kbid)
+    }
+
+    /// How recently `kbid` was added (larger is newer; None: not in the index).
+    pub fn recency(&self, kbid: &str) -> Option<u64> {
+        self.numbers.get(kbid).map(|&n| self.added_at[n as usize])
     }
 
     /// Where a scan made now stands.
