@@ -522,15 +522,23 @@ fn check_candidates(
             });
         }
     }
-    // At most MAX_CANDIDATES are reported: the most similar, among equals the most recent;
-    // listed by similarity, then kbid.
-    out.sort_by(|a, b| {
-        b.similarity
-            .total_cmp(&a.similarity)
-            .then(recency(&b.kbid).cmp(&recency(&a.kbid)))
-            .then(a.kbid.cmp(&b.kbid))
-    });
-    out.truncate(near_dup::MAX_CANDIDATES);
+    // At most MAX_CANDIDATES are reported: the most similar, among equals the most recent
+    // (looked up once each, and only when some must go); listed by similarity, then kbid.
+    if out.len() > near_dup::MAX_CANDIDATES {
+        let mut aged: Vec<(u64, NearDuplicate)> =
+            out.drain(..).map(|d| (recency(&d.kbid), d)).collect();
+        aged.sort_by(|(ra, a), (rb, b)| {
+            b.similarity
+                .total_cmp(&a.similarity)
+                .then(rb.cmp(ra))
+                .then(a.kbid.cmp(&b.kbid))
+        });
+        out.extend(
+            aged.into_iter()
+                .take(near_dup::MAX_CANDIDATES)
+                .map(|(_, d)| d),
+        );
+    }
     out.sort_by(|a, b| {
         b.similarity
             .total_cmp(&a.similarity)

@@ -588,7 +588,6 @@ mod damaged {
             vec![("circular_reference".to_string(), two.clone())],
             "'Two' links to itself by its own heading"
         );
-        let _ = v1;
 
         let unindexed = kbdb::kbid_of(b"slipped in");
         with_store(&db, |txn| {
@@ -603,6 +602,18 @@ mod damaged {
             let mut content = txn.open_table(CONTENT).unwrap();
             content
                 .insert(text_rec.content_seq, b"other text".as_slice())
+                .unwrap();
+            // checksum_mismatch: a second record names that content row (its own is left
+            // unnamed: an orphan row).
+            let mut v1_rec: SectionRecord = decode(
+                "sections",
+                &v1,
+                sections.get(v1.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            v1_rec.content_seq = text_rec.content_seq;
+            sections
+                .insert(v1.as_str(), encode(&v1_rec).as_slice())
                 .unwrap();
             // type_mismatch: a text section relabelled as JSON.
             let mut rec: SectionRecord = decode(
@@ -627,7 +638,7 @@ mod damaged {
             content
                 .insert(rec.content_seq, b"slipped in".as_slice())
                 .unwrap();
-            // orphan_content (a warning): two content rows no record names.
+            // orphan_content (a warning): two more content rows no record names.
             for seq in [rec.content_seq + 1, rec.content_seq + 7] {
                 content.insert(seq, b"nobody's".as_slice()).unwrap();
             }
@@ -678,6 +689,24 @@ mod damaged {
             .unwrap()
             .to_string();
         assert!(ghost_detail.contains(&nothing));
+        let (first, second) = if text < v1 {
+            (&text, &v1)
+        } else {
+            (&v1, &text)
+        };
+        let shared = v["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "checksum_mismatch" && e["entity"] == second.as_str())
+            .unwrap_or_else(|| panic!("no error for {second} in {v}"));
+        assert!(
+            shared["detail"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("is also named by {first}")),
+            "{shared}"
+        );
         assert_eq!(v["sections_checked"], 8);
         let orphans = v["warnings"]
             .as_array()
@@ -689,7 +718,7 @@ mod damaged {
             orphans["detail"]
                 .as_str()
                 .unwrap()
-                .starts_with("2 content row(s)"),
+                .starts_with("3 content row(s)"),
             "{orphans}"
         );
 

@@ -63,8 +63,9 @@ pub(crate) fn check(
     let mut sections_checked = 0u64;
     let mut headings: HashMap<String, Option<String>> = HashMap::new();
     let mut store_keys: HashMap<u64, String> = HashMap::new();
-    // Content sequence → the section naming it.
+    // Content sequence → the section naming it; how many of those rows exist.
     let mut content_owners: HashMap<u64, String> = HashMap::new();
+    let mut named_rows = 0u64;
 
     for row in t.sections.iter()? {
         let (k, v) = row?;
@@ -86,9 +87,11 @@ pub(crate) fn check(
         };
         store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
         headings.insert(id.to_string(), rec.title.clone());
-        if rec.content_seq != 0
-            && let Some(other) = content_owners.insert(rec.content_seq, id.to_string())
-        {
+        let shared = match rec.content_seq {
+            0 => None,
+            seq => content_owners.insert(seq, id.to_string()),
+        };
+        if let Some(other) = &shared {
             r.error(
                 "checksum_mismatch",
                 id,
@@ -102,6 +105,9 @@ pub(crate) fn check(
             r.error("checksum_mismatch", id, "content is missing".into());
             continue;
         };
+        if shared.is_none() {
+            named_rows += 1;
+        }
         let digest = kbid::sha256(&bytes);
         if kbid::hex(&digest) != rec.checksum {
             r.error(
@@ -147,14 +153,13 @@ pub(crate) fn check(
     }
     progress(sections_checked, total);
     let content_rows = t.content.len()?;
-    let named = content_owners.len() as u64;
-    if content_rows > named {
+    if content_rows > named_rows {
         r.warning(
             "orphan_content",
             "*",
             format!(
                 "{} content row(s) named by no section: space only, nothing reads them",
-                content_rows - named
+                content_rows - named_rows
             ),
         );
     }

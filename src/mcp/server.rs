@@ -992,8 +992,10 @@ fn start_watching(state: Arc<State>, watcher: crate::sync::FolderWatcher, prefix
 
 /// Pass the daemon's change events on to the notifier until it is gone. When they stop (the
 /// daemon stopped, was replaced, or dropped a subscriber that fell behind), subscribe again —
-/// starting a daemon if none runs — with a growing pause (0.1 s up to 10 s) between attempts,
-/// and tell the notifier that changes may have been missed.
+/// starting a daemon if none runs — after a pause that starts at 0.1 s and doubles (up to 10 s)
+/// while attempts fail or end at once without an event (a daemon that drops every subscriber
+/// at once must not make this loop spin), and tell the notifier that changes may have been
+/// missed.
 fn follow_changes(
     state: &State,
     first: Result<crate::daemon::client::Client>,
@@ -1004,10 +1006,11 @@ fn follow_changes(
     loop {
         match subscription {
             Ok(mut sub) => {
-                pause = Duration::from_millis(100);
+                let began = std::time::Instant::now();
                 loop {
                     match sub.next_event() {
                         Ok(e) => {
+                            pause = Duration::from_millis(100);
                             if tx.send(Event::Changed(e.kind, e.id)).is_err() {
                                 return;
                             }
@@ -1018,16 +1021,20 @@ fn follow_changes(
                         }
                     }
                 }
+                // A subscription that lasted (an idle daemon that exited) was not a failure.
+                if began.elapsed() >= Duration::from_secs(10) {
+                    pause = Duration::from_millis(100);
+                }
             }
             Err(e) => {
                 tracing::warn!(
                     "cannot subscribe to change events ({e}); retrying in {} ms",
                     pause.as_millis()
                 );
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(10));
             }
         }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_secs(10));
         if tx.is_closed() {
             return;
         }
