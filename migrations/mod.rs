@@ -13,6 +13,7 @@ mod m0007_collection;
 mod m0008_sync;
 mod m0009_section_bands;
 mod m0010_content_seq;
+mod m0011_source_keys_in_memory;
 
 use redb::WriteTransaction;
 
@@ -74,5 +75,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 10,
         name: "content_seq",
         apply: m0010_content_seq::apply,
+    },
+    Migration {
+        version: 11,
+        name: "source_keys_in_memory",
+        apply: m0011_source_keys_in_memory::apply,
     },
 ];

@@ -326,7 +326,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.tags.insert(tag.as_str(), p.kbid.as_str())?;
             }
             if let Some(k) = &p.source_key {
-                t.source_keys.insert(k.as_str(), p.kbid.as_str())?;
+                t.source_key_add(k, &p.kbid);
             }
             crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, &p.kbid, &p.markers)?;
             t.log(ChangeKind::SectionAdded, &p.kbid)?;
@@ -642,7 +642,7 @@ pub(crate) fn insert_stored(
         t.tags.insert(tag.as_str(), kbid)?;
     }
     if let Some(k) = &rec.source_key {
-        t.source_keys.insert(k.as_str(), kbid)?;
+        t.source_key_add(k, kbid);
     }
     let markers = crate::references::markers_of(&rec.section_type, bytes, base);
     crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, kbid, &markers)?;

@@ -58,15 +58,16 @@ pub struct Kb {
     lexical: Mutex<LexicalIndex>,
     /// The fault plan of a test (docs/io-faults.md), for a rebuild of the lexical index.
     plan: Option<store::faults::FaultPlan>,
-    /// The near-duplicate band index, derived from the section records and loaded on first use.
-    /// Write paths that change bands take their turn before starting their transaction (never
-    /// the other way round) and apply their changes after the commit; near-duplicate scans made
-    /// before a transaction (`prepare_write`) read it in between.
-    bands: index::near_dup::SharedBands,
+    /// The near-duplicate band index and the source-key index, derived from the section
+    /// records and loaded on first use (src/index/memory.rs). Write paths that change them take
+    /// their turn before starting their transaction (never the other way round) and apply their
+    /// changes after the commit; near-duplicate scans made before a transaction
+    /// (`prepare_write`) read them in between.
+    indexes: index::memory::SharedIndexes,
     /// Shingle sets of recent sections (near-duplicate checks; never stale: kbids name content).
     shingles: index::near_dup::ShingleCache,
-    /// The store generation the band index was loaded at (a reopen may make it stale).
-    bands_generation: AtomicU64,
+    /// The store generation the in-memory indexes were loaded at (a reopen may make them stale).
+    indexes_generation: AtomicU64,
     /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
     vectors: vectors::engine::VectorEngine,
     /// Models and the document index of collections (src/collections/engine.rs).
@@ -147,9 +148,9 @@ impl Kb {
                 config,
                 lexical,
                 plan,
-                bands: Default::default(),
+                indexes: Default::default(),
                 shingles: Default::default(),
-                bands_generation: AtomicU64::new(0),
+                indexes_generation: AtomicU64::new(0),
                 vectors: Default::default(),
                 collection: Default::default(),
             },
@@ -240,9 +241,9 @@ impl Kb {
     /// band index not loaded yet, a read failing) is left to the writer.
     fn scan_near_duplicates(&self, p: &mut learn::Prepared) {
         let Some((point, candidates)) = self
-            .bands
+            .indexes
             .read()
-            .and_then(|index| learn::scan_candidates(p, index.as_ref()?))
+            .and_then(|index| learn::scan_candidates(p, &index.as_ref()?.bands))
         else {
             return;
         };
@@ -298,11 +299,12 @@ impl Kb {
                 None => return Ok(out),
             }
         }
-        let bands = self.band_index()?;
+        let turn = self.loaded_index_turn()?;
         let txn = self.begin_write()?;
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
-            t.band_index = bands.get();
+            t.band_index = turn.get().map(|i| &i.bands);
+            t.source_key_index = turn.get().map(|i| &i.source_keys);
             t.shingle_cache = Some(&self.shingles);
             loop {
                 for p in batch {
@@ -317,11 +319,11 @@ impl Kb {
                 }
             }
             t.flush()?;
-            std::mem::take(&mut t.band_changes)
+            t.take_index_changes()
         };
         if out.iter().flatten().any(|o| o.changed_something()) {
             txn.commit()?;
-            bands.apply(&changes);
+            turn.apply(&changes);
         } else {
             txn.abort()?;
         }
@@ -507,19 +509,17 @@ impl Kb {
 
     /// kbids under every source key starting with `prefix`, in key order.
     pub(crate) fn source_key_range(&self, prefix: &str) -> Result<Vec<String>> {
-        let txn = self.db()?.begin_read()?;
-        let keys = txn.open_multimap_table(store::tables::SOURCE_KEYS)?;
-        let mut out = Vec::new();
-        for row in redb::ReadableMultimapTable::range(&keys, prefix..)? {
-            let (k, values) = row?;
-            if !k.value().starts_with(prefix) {
-                break;
-            }
-            for v in values {
-                out.push(v?.value().to_string());
-            }
-        }
-        Ok(out)
+        let turn = self.loaded_index_turn()?;
+        Ok(turn
+            .get()
+            .map(|index| {
+                index
+                    .source_keys
+                    .with_prefix(prefix)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     /// A document's record and ordered kbids.
@@ -572,7 +572,7 @@ impl Kb {
         keep: impl Fn(&model::records::DocumentRecord) -> bool,
     ) -> Result<bool> {
         model::kbid::validate_kbid("kbid", kbid)?;
-        let bands = self.bands_lock()?;
+        let turn = self.index_turn()?;
         let txn = self.begin_write()?;
         let (removed, changes) = {
             let mut t = WriteTables::open(&txn, now())?;
@@ -590,14 +590,14 @@ impl Kb {
                 learn::set_manifest(&mut t, &docid, kbids, |d| *d = doc)?;
             }
             t.flush()?;
-            (removed, std::mem::take(&mut t.band_changes))
+            (removed, t.take_index_changes())
         };
         if !removed {
             txn.abort()?;
             return Ok(false);
         }
         txn.commit()?;
-        bands.apply(&changes);
+        turn.apply(&changes);
         self.index_committed_changes();
         Ok(true)
     }
@@ -844,7 +844,7 @@ impl Kb {
         start: Instant,
     ) -> Result<ImportResult> {
         let bases = maintenance::import::reference_bases(&plan.documents);
-        let bands = self.bands_lock()?;
+        let turn = self.index_turn()?;
         let txn = self.begin_write()?;
         let mut result = ImportResult {
             path: path.display().to_string(),
@@ -885,14 +885,14 @@ impl Kb {
                 }
             }
             t.flush()?;
-            std::mem::take(&mut t.band_changes)
+            t.take_index_changes()
         };
         for (term, synonyms) in &plan.synonyms {
             store::synonyms::add(&txn, term, synonyms)?;
             result.synonyms_imported += 1;
         }
         txn.commit()?;
-        bands.apply(&changes);
+        turn.apply(&changes);
         self.index_committed_changes();
         if let Some(models) = &plan.models {
             self.models_load(models)?;
@@ -970,17 +970,17 @@ impl Kb {
     /// `gc`: remove sections no document holds that were not learned on their own.
     pub fn gc(&self) -> Result<GcResult> {
         let start = Instant::now();
-        let bands = self.bands_lock()?;
+        let turn = self.index_turn()?;
         let txn = self.begin_write()?;
         let (removed_sections, removed_bytes, changes) = {
             let mut t = WriteTables::open(&txn, now())?;
             let r = maintenance::gc::collect(&mut t)?;
             t.flush()?;
-            (r.0, r.1, std::mem::take(&mut t.band_changes))
+            (r.0, r.1, t.take_index_changes())
         };
         if removed_sections > 0 {
             txn.commit()?;
-            bands.apply(&changes);
+            turn.apply(&changes);
             self.index_committed_changes();
         } else {
             txn.abort()?;
@@ -1061,43 +1061,49 @@ impl Kb {
         }
     }
 
-    fn bands_lock(&self) -> Result<index::near_dup::BandWriter<'_>> {
-        let mut writer = self.bands.writer()?;
+    /// A write path's turn on the in-memory indexes (src/index/memory.rs); they are not loaded
+    /// by it (a write that needs them to look something up takes `loaded_index_turn`).
+    fn index_turn(&self) -> Result<index::memory::IndexTurn<'_>> {
+        let mut turn = self.indexes.turn()?;
         // After a reopen the store may hold a commit that reported a failure (its fsync failed
-        // after its data was written): reload the bands from the store.
+        // after its data was written): reload the indexes from the store.
         let generation = self.store.generation();
-        if self.bands_generation.swap(generation, Ordering::AcqRel) != generation {
-            writer.set(None)?;
+        if self.indexes_generation.swap(generation, Ordering::AcqRel) != generation {
+            turn.set(None)?;
         }
-        Ok(writer)
+        Ok(turn)
     }
 
-    /// The band index, loaded from the section records on first use (call before
-    /// `begin_write`).
-    fn band_index(&self) -> Result<index::near_dup::BandWriter<'_>> {
-        let mut writer = self.bands_lock()?;
-        if writer.get().is_none() {
+    /// A turn on the in-memory indexes, loading them from the section records on first use
+    /// (call before `begin_write`).
+    fn loaded_index_turn(&self) -> Result<index::memory::IndexTurn<'_>> {
+        let mut turn = self.index_turn()?;
+        if turn.get().is_none() {
             let txn = self.db()?.begin_read()?;
             let sections = txn.open_table(store::tables::SECTIONS)?;
-            // Added in the order the sections were stored (their content sequence), so that a
-            // crowded band's newest entries, the ones read, are the most recent sections.
+            // Bands are added in the order the sections were stored (their content sequence),
+            // so that a crowded band's newest entries, the ones read, are the most recent
+            // sections.
             let mut stored = Vec::new();
+            let mut index = index::memory::SectionIndexes::default();
             for row in redb::ReadableTable::iter(&sections)? {
                 let (k, v) = row?;
                 let rec: model::records::SectionRecord =
                     model::records::decode("sections", k.value(), v.value())?;
+                if let Some(key) = &rec.source_key {
+                    index.source_keys.add(key, k.value());
+                }
                 if let Some(keys) = rec.bands {
                     stored.push((rec.content_seq, k.value().to_string(), keys));
                 }
             }
             stored.sort_unstable_by_key(|(seq, _, _)| *seq);
-            let mut index = index::near_dup::BandIndex::default();
             for (_, kbid, keys) in &stored {
-                index.add(kbid, keys);
+                index.bands.add(kbid, keys);
             }
-            writer.set(Some(index))?;
+            turn.set(Some(index))?;
         }
-        Ok(writer)
+        Ok(turn)
     }
 
     /// The database for reading (reopened after an I/O failure: src/store/handle.rs).
@@ -1163,7 +1169,11 @@ mod tests {
         let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();
         [
             mm(TAGS),
-            mm(SOURCE_KEYS),
+            // Entries of the in-memory source-key index (migration 0011).
+            kb.loaded_index_turn()
+                .unwrap()
+                .get()
+                .map_or(0, |i| i.source_keys.len() as u64),
             // Sections whose record holds band keys (migration 0009).
             txn.open_table(SECTIONS)
                 .unwrap()
@@ -1276,7 +1286,7 @@ mod tests {
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 10);
+        assert_eq!(kb.status().unwrap().schema_version, 11);
         let mut numbered = Vec::new();
         {
             let txn = kb.db().unwrap().begin_read().unwrap();
@@ -1341,7 +1351,7 @@ mod tests {
         }
         let before = std::fs::metadata(&file).unwrap().len();
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 10);
+        assert_eq!(kb.status().unwrap().schema_version, 11);
         let after = std::fs::metadata(&file).unwrap().len();
         // The migration rewrote every record and every content; without compaction the file
         // keeps the pages both copies took.
@@ -1433,6 +1443,130 @@ mod tests {
 
     fn near_dup_max() -> usize {
         index::near_dup::MAX_CANDIDATES
+    }
+
+    #[test]
+    fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let fact = |content: &str, replace: bool| LearnRequest {
+            content: content.into(),
+            title: Some("Deploy".into()),
+            replace,
+            ..Default::default()
+        };
+        let first = kb.learn(fact("deploy with make all", false)).unwrap().kbid;
+        let skill = kb
+            .skill_learn(skills::SkillInput {
+                name: "greet".into(),
+                description: "Say hello".into(),
+                arguments: None,
+                body: "Hello".into(),
+            })
+            .unwrap()
+            .kbid;
+        drop(kb);
+        {
+            // Schema 10 kept the pairs in a table of their own as well.
+            let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_multimap_table(SOURCE_KEYS)
+                .unwrap()
+                .insert("#Deploy", first.as_str())
+                .unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(META_SCHEMA_VERSION, 10u32.to_le_bytes().as_slice())
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.status().unwrap().schema_version, 11);
+        assert!(
+            kb.db()
+                .unwrap()
+                .begin_read()
+                .unwrap()
+                .open_multimap_table(SOURCE_KEYS)
+                .is_err(),
+            "the table is gone"
+        );
+        // The index is built from the records: the key is still known after the reopen.
+        let second = kb.learn(fact("deploy with just all", false)).unwrap();
+        assert_eq!(second.warnings, ["source_key_exists"]);
+        let check = kb.check().unwrap();
+        assert_eq!(
+            check
+                .errors
+                .iter()
+                .map(|f| (f.kind.as_str(), f.entity.as_str()))
+                .collect::<Vec<_>>(),
+            [("divergent_content", "#Deploy")]
+        );
+        let third = kb.learn(fact("deploy with cargo xtask", true)).unwrap();
+        let mut gone = vec![first.clone(), second.kbid.clone()];
+        gone.sort();
+        assert_eq!(third.superseded.as_ref(), Some(&gone[0]));
+        for kbid in &gone {
+            assert!(matches!(
+                kb.read_sections(&[kbid.as_str()]),
+                Err(KbError::NotFound(_))
+            ));
+        }
+        assert!(kb.check().unwrap().ok);
+        assert_eq!(
+            kb.skills()
+                .unwrap()
+                .iter()
+                .map(|s| &s.kbid)
+                .collect::<Vec<_>>(),
+            [&skill],
+            "skills are listed by their source-key prefix"
+        );
+    }
+
+    #[test]
+    fn a_group_sees_its_own_source_keys_and_the_index_follows_its_commits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+        let fact = |content: &str, replace: bool| LearnRequest {
+            content: content.into(),
+            title: Some("Deploy".into()),
+            replace,
+            ..Default::default()
+        };
+        let out: Vec<LearnResult> = kb
+            .learn_many(vec![
+                fact("deploy with make all", false),
+                fact("deploy with just all", false),
+                fact("deploy with cargo xtask", true),
+            ])
+            .unwrap()
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(out[0].warnings.is_empty(), "{:?}", out[0].warnings);
+        assert_eq!(out[1].warnings, ["source_key_exists"]);
+        assert!(out[2].superseded.is_some());
+        assert_eq!(
+            rows(&kb)[1],
+            1,
+            "only the replacing section is left under the key"
+        );
+        // Unlearned and learned again within one group: the key is free in between.
+        let last = out[2].kbid.clone();
+        let results = kb
+            .write_group(vec![
+                WriteOp::Unlearn { kbid: last.clone() },
+                WriteOp::Learn(fact("deploy by hand", false)),
+            ])
+            .unwrap();
+        let Ok(WriteOutcome::Learned(by_hand)) = &results[1] else {
+            panic!("{results:?}")
+        };
+        assert!(by_hand.warnings.is_empty(), "{:?}", by_hand.warnings);
+        assert_eq!(rows(&kb)[1], 1);
+        assert!(kb.check().unwrap().ok);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(crate) fn remove_section(t: &mut WriteTables<'_>, kbid: &str) -> Result<bool
         t.tags.remove(tag.as_str(), kbid)?;
     }
     if let Some(k) = &rec.source_key {
-        t.source_keys.remove(k.as_str(), kbid)?;
+        t.source_key_remove(k, kbid);
     }
     crate::references::remove_edges(&mut t.refs_out, &mut t.refs_in, kbid)?;
     t.sections.remove(kbid)?;

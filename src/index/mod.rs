@@ -1,6 +1,9 @@
-//! Derived indexes: `lexical` (tantivy, replayed from the change log), its `analyzer`, and
-//! `near_dup` (MinHash/LSH for near-duplicate detection at learn time).
+//! Derived indexes: `lexical` (tantivy, replayed from the change log), its `analyzer`,
+//! `near_dup` (MinHash/LSH for near-duplicate detection at learn time) and `source_keys`; the
+//! last two are held in memory (`memory`), built from the section records.
 
 pub mod analyzer;
 pub mod lexical;
+pub mod memory;
 pub mod near_dup;
+pub mod source_keys;

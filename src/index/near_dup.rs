@@ -298,69 +298,6 @@ pub enum BandChange {
     Remove(String, [u64; BANDS]),
 }
 
-/// The band index as the knowledge base shares it: write paths take turns, each holding its turn
-/// for a whole transaction and changing the index only after its commit, while near-duplicate
-/// scans made outside any transaction (the daemon's client threads) read it in between.
-#[derive(Default)]
-pub struct SharedBands {
-    turn: std::sync::Mutex<()>,
-    index: std::sync::RwLock<Option<BandIndex>>,
-}
-
-fn poisoned<T>(_: T) -> crate::error::KbError {
-    crate::error::KbError::Storage("band index lock poisoned by an earlier panic".into())
-}
-
-impl SharedBands {
-    /// A write path's turn (call before beginning the write transaction, never after).
-    pub fn writer(&self) -> crate::error::Result<BandWriter<'_>> {
-        let turn = self.turn.lock().map_err(poisoned)?;
-        let read = self.index.read().map_err(poisoned)?;
-        Ok(BandWriter {
-            _turn: turn,
-            shared: self,
-            read: Some(read),
-        })
-    }
-
-    /// The index for a scan (None: poisoned or not loaded yet; the writer then looks itself).
-    pub fn read(&self) -> Option<std::sync::RwLockReadGuard<'_, Option<BandIndex>>> {
-        self.index.read().ok()
-    }
-}
-
-/// A write path's turn on the band index: it reads the index during its transaction and applies
-/// its changes once committed.
-pub struct BandWriter<'a> {
-    _turn: std::sync::MutexGuard<'a, ()>,
-    shared: &'a SharedBands,
-    read: Option<std::sync::RwLockReadGuard<'a, Option<BandIndex>>>,
-}
-
-impl BandWriter<'_> {
-    pub fn get(&self) -> Option<&BandIndex> {
-        self.read.as_ref().and_then(|r| r.as_ref())
-    }
-
-    /// Replace the index (None: load it again on next use).
-    pub fn set(&mut self, index: Option<BandIndex>) -> crate::error::Result<()> {
-        self.read = None;
-        *self.shared.index.write().map_err(poisoned)? = index;
-        self.read = Some(self.shared.index.read().map_err(poisoned)?);
-        Ok(())
-    }
-
-    /// Apply a committed transaction's changes and end the turn.
-    pub fn apply(mut self, changes: &[BandChange]) {
-        self.read = None;
-        if let Ok(mut index) = self.shared.index.write()
-            && let Some(index) = index.as_mut()
-        {
-            index.apply(changes);
-        }
-    }
-}
-
 /// The LSH band index in memory: band key → sections. Derived from the band keys in the
 /// section records (migration 0009; never sixteen scattered B-tree rows per section, which
 /// dominated the cost of a write), loaded on first use and kept in step with committed writes.

@@ -1,8 +1,8 @@
 //! `check`: verify the store against itself and the lexical index (docs/maintenance.md).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use crate::error::Result;
 use crate::model::kbid;
@@ -10,7 +10,7 @@ use crate::model::records::{DocumentRecord, SectionRecord, decode};
 use crate::model::section_type::{TypeKind, parse_type};
 use crate::model::{CheckFinding, CheckResult};
 use crate::references;
-use crate::store::tables::{DOC_SECTIONS, SOURCE_KEYS};
+use crate::store::tables::DOC_SECTIONS;
 use crate::store::txn::ReadTables;
 use crate::text::markers::Target;
 
@@ -66,6 +66,8 @@ pub(crate) fn check(
     // Content sequence → the section naming it; how many of those rows exist.
     let mut content_owners: HashMap<u64, String> = HashMap::new();
     let mut named_rows = 0u64;
+    // Source key → the sections under it (in kbid order, as the records are read).
+    let mut source_keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
 
     for row in t.sections.iter()? {
         let (k, v) = row?;
@@ -87,6 +89,12 @@ pub(crate) fn check(
         };
         store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
         headings.insert(id.to_string(), rec.title.clone());
+        if let Some(key) = &rec.source_key {
+            source_keys
+                .entry(key.clone())
+                .or_default()
+                .push(id.to_string());
+        }
         let shared = match rec.content_seq {
             0 => None,
             seq => content_owners.insert(seq, id.to_string()),
@@ -288,17 +296,11 @@ pub(crate) fn check(
     }
 
     // Divergent content: several sections under one source key.
-    let source_keys = txn.open_multimap_table(SOURCE_KEYS)?;
-    for row in source_keys.iter()? {
-        let (k, values) = row?;
-        let mut kbids = Vec::new();
-        for v in values {
-            kbids.push(v?.value().to_string());
-        }
+    for (key, kbids) in source_keys.iter().filter(|(_, kbids)| kbids.len() > 1) {
         // Sections of one document may share a derived key (a heading repeated in the same
         // document): those are parts, not contradicting versions.
         let mut common: Option<HashSet<String>> = None;
-        for k in &kbids {
+        for k in kbids {
             let docs: HashSet<String> = t.docs_of(k)?.into_iter().collect();
             common = Some(match common {
                 None => docs,
@@ -306,10 +308,10 @@ pub(crate) fn check(
             });
         }
         let same_document = common.is_some_and(|c| !c.is_empty());
-        if kbids.len() > 1 && !same_document {
+        if !same_document {
             r.error(
                 "divergent_content",
-                k.value(),
+                key,
                 format!(
                     "{} sections share this source key with different content: {} (learn with replace to supersede)",
                     kbids.len(),

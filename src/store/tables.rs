@@ -23,7 +23,8 @@ pub const SECTION_DOCS: MultimapTableDefinition<&str, &str> =
     MultimapTableDefinition::new("section_docs");
 /// `tags`: tag → kbid.
 pub const TAGS: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("tags");
-/// `source_keys`: source key → kbid.
+/// `source_keys`: source key → kbid (migrations 0001–0010; the index is now built in memory
+/// from the records' `source_key`, src/index/source_keys.rs).
 pub const SOURCE_KEYS: MultimapTableDefinition<&str, &str> =
     MultimapTableDefinition::new("source_keys");
 /// `changes`: monotonic sequence → versioned `ChangeRecord`.

@@ -20,10 +20,14 @@ pub struct WriteTables<'t> {
     pub doc_sections: MultimapTable<'t, &'static str, &'static str>,
     pub section_docs: MultimapTable<'t, &'static str, &'static str>,
     pub tags: MultimapTable<'t, &'static str, &'static str>,
-    pub source_keys: MultimapTable<'t, &'static str, &'static str>,
     pub changes: Table<'t, u64, &'static [u8]>,
     /// The committed band index, for near-duplicate lookups (None: not needed by this write).
     pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
+    /// The committed source-key index (None: not loaded for this write; lookups then read the
+    /// section records).
+    pub source_key_index: Option<&'t crate::index::source_keys::SourceKeyIndex>,
+    /// Source-key changes of this transaction, applied to the index once it commits.
+    source_keys: crate::index::source_keys::PendingSourceKeys,
     /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
     pub shingle_cache: Option<&'t crate::index::near_dup::ShingleCache>,
     /// Band index changes of this transaction, applied to the index once it commits (pushed by
@@ -88,9 +92,10 @@ impl<'t> WriteTables<'t> {
             doc_sections: txn.open_multimap_table(DOC_SECTIONS)?,
             section_docs: txn.open_multimap_table(SECTION_DOCS)?,
             tags: txn.open_multimap_table(TAGS)?,
-            source_keys: txn.open_multimap_table(SOURCE_KEYS)?,
             changes,
             band_index: None,
+            source_key_index: None,
+            source_keys: Default::default(),
             shingle_cache: None,
             band_changes: Vec::new(),
             bands_removed: Default::default(),
@@ -213,19 +218,66 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    pub fn kbids_with_source_key(&self, key: &str) -> Result<Vec<String>> {
-        multimap_values(&self.source_keys, key)
+    /// Record that this transaction stores `kbid` under the source key `key`.
+    pub fn source_key_add(&mut self, key: &str, kbid: &str) {
+        self.source_keys.add(key, kbid);
     }
 
-    /// Whether a section other than `kbid` has the source key `key` (reads at most two rows:
-    /// a title learned thousands of times has as many).
+    /// Record that this transaction removes `kbid` from under the source key `key`.
+    pub fn source_key_remove(&mut self, key: &str, kbid: &str) {
+        self.source_keys.remove(key, kbid);
+    }
+
+    /// The sections under the source key `key` (in kbid order), this transaction's changes
+    /// included.
+    pub fn kbids_with_source_key(&self, key: &str) -> Result<Vec<String>> {
+        Ok(match self.source_key_index {
+            Some(index) => self.source_keys.kbids(key, index.kbids(key)),
+            None => {
+                let committed = self.committed_under(key)?;
+                self.source_keys
+                    .kbids(key, committed.iter().map(String::as_str))
+            }
+        })
+    }
+
+    /// Whether a section other than `kbid` has the source key `key`, this transaction's
+    /// changes included (stops at the first: a title learned thousands of times has as many).
     pub fn source_key_taken(&self, key: &str, kbid: &str) -> Result<bool> {
-        for v in self.source_keys.get(key)? {
-            if v?.value() != kbid {
-                return Ok(true);
+        Ok(match self.source_key_index {
+            Some(index) => self.source_keys.taken_by_other(key, kbid, index.kbids(key)),
+            None => {
+                let committed = self.committed_under(key)?;
+                self.source_keys
+                    .taken_by_other(key, kbid, committed.iter().map(String::as_str))
+            }
+        })
+    }
+
+    /// The sections stored under `key` before this transaction's source-key changes, read from
+    /// the records: a slow path for write paths that did not load the index (none of the
+    /// current ones asks).
+    fn committed_under(&self, key: &str) -> Result<Vec<String>> {
+        tracing::debug!("source-key lookup without the index: reading every section record");
+        let mut out = Vec::new();
+        for row in self.sections.iter()? {
+            let (k, v) = row?;
+            let rec: SectionRecord = records::decode("sections", k.value(), v.value())?;
+            if rec.source_key.as_deref() == Some(key) {
+                out.push(k.value().to_string());
             }
         }
-        Ok(false)
+        // This transaction's own records are in the table already: the pending changes are
+        // applied over them again, which leaves them as they are.
+        Ok(out)
+    }
+
+    /// The changes this transaction made to the in-memory indexes, to apply once it commits.
+    pub fn take_index_changes(&mut self) -> crate::index::memory::IndexChanges {
+        crate::index::memory::IndexChanges {
+            bands: std::mem::take(&mut self.band_changes),
+            source_keys: self.source_keys.take_changes(),
+        }
     }
 
     /// Append a change to the log; returns its sequence number.
