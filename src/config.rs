@@ -89,6 +89,8 @@ pub struct DaemonConfig {
     /// Seconds a client waits for a daemon of its database that holds the database without
     /// answering (still exiting after a kill, or still starting) before it gives up.
     pub silent_daemon_wait_secs: u64,
+    /// Most clients a daemon serves at once (each has a thread); one more is told so and closed.
+    pub max_clients: usize,
 }
 
 impl Default for DaemonConfig {
@@ -97,6 +99,7 @@ impl Default for DaemonConfig {
             idle_timeout_secs: 300,
             request_timeout_secs: 120,
             silent_daemon_wait_secs: 60,
+            max_clients: 512,
         }
     }
 }
@@ -158,6 +161,9 @@ impl Config {
         if let Some(v) = get("KBDB_SILENT_DAEMON_WAIT_SECS") {
             self.daemon.silent_daemon_wait_secs = parse("KBDB_SILENT_DAEMON_WAIT_SECS", v)?;
         }
+        if let Some(v) = get("KBDB_DAEMON_MAX_CLIENTS") {
+            self.daemon.max_clients = parse("KBDB_DAEMON_MAX_CLIENTS", v)?;
+        }
         Ok(())
     }
 
@@ -176,6 +182,9 @@ impl Config {
         }
         if self.daemon.request_timeout_secs == 0 {
             return err("daemon.request_timeout_secs must be at least 1");
+        }
+        if self.daemon.max_clients == 0 {
+            return err("daemon.max_clients must be at least 1");
         }
         let e = &self.embedding;
         if e.dimensions == 0 || e.dimensions > u16::MAX as usize {
@@ -217,5 +226,21 @@ mod tests {
             .unwrap();
         assert_eq!(c.limits.max_content_bytes, 7);
         assert!(c.apply_env(|_| Some("x".into())).is_err());
+    }
+
+    #[test]
+    fn a_daemon_without_room_for_any_client_is_refused_naming_the_setting() {
+        let c: Config = toml::from_str("[daemon]\nmax_clients = 0\n").unwrap();
+        let e = c.validate(Path::new("worker.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("daemon.max_clients must be at least 1"),
+            "{e}"
+        );
+        let mut c = Config::default();
+        c.apply_env(|k| (k == "KBDB_DAEMON_MAX_CLIENTS").then(|| "3".to_string()))
+            .unwrap();
+        assert_eq!(c.daemon.max_clients, 3);
+        assert!(c.validate(Path::new("worker.toml")).is_ok());
     }
 }

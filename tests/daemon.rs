@@ -794,6 +794,63 @@ fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
     assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves again");
 }
 
+#[test]
+fn a_daemon_at_its_client_limit_refuses_one_more_clearly_and_serves_it_once_one_leaves() {
+    let db = TestDb::new();
+    db.cmd()
+        .env("KBDB_DAEMON_MAX_CLIENTS", "2")
+        .args(["learn", "a fact learned before the crowd"])
+        .assert()
+        .success();
+    let pid = daemons_of(&db)[0];
+    let mut connected: Vec<Raw> = (0..2)
+        .map(|n| {
+            let mut c = Raw::connect(&db);
+            let v = c.call_json(json!({"jsonrpc": "2.0", "id": n, "method": "hello"}));
+            assert!(v["result"].is_object(), "{v}");
+            c
+        })
+        .collect();
+    // A third client is told why, whoever it is: a raw connection gets the error and the end
+    // of the stream, the CLI exits 5 naming the setting, and no second daemon is started.
+    let mut third = Raw::connect(&db);
+    let refusal = third
+        .read()
+        .expect("a refusal before the end of the stream");
+    let msg = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("limit of 2 clients (daemon.max_clients)"),
+        "{refusal}"
+    );
+    assert_eq!(third.read(), None, "then it is closed");
+    let out = db.cmd().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refused this client") && err.contains("daemon.max_clients"),
+        "{err}"
+    );
+    assert_eq!(daemons_of(&db), [pid]);
+    // The connected clients go on; once one leaves, the next is served.
+    let v = connected[0].call_json(json!({"jsonrpc": "2.0", "id": 9, "method": "status"}));
+    assert_eq!(v["result"]["sections"], 1, "{v}");
+    drop(connected.pop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = db.cmd().arg("status").output().unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(daemon_pid(&db), Some(pid));
+}
+
 /// Voluntary context switches of every thread of `pid` so far.
 fn voluntary_switches(pid: u32) -> u64 {
     let mut n = 0;

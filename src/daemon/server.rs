@@ -388,7 +388,19 @@ pub fn serve(db_dir: &Path) -> Result<()> {
 }
 
 /// Serve a newly accepted client on a thread of its own.
-fn serve_client(state: &Arc<State>, stream: UnixStream) {
+fn serve_client(state: &Arc<State>, mut stream: UnixStream) {
+    // Only this (the accept loop's) thread adds clients, so the count cannot pass the limit.
+    let max = state.kb.config().daemon.max_clients;
+    if state.active.load(Ordering::SeqCst) >= max {
+        tracing::warn!("a client was refused: {max} are connected (daemon.max_clients)");
+        refuse(
+            &mut stream,
+            &format!(
+                "the daemon serves its limit of {max} clients (daemon.max_clients); retry when one has left, or raise the limit"
+            ),
+        );
+        return;
+    }
     // Kept to answer the client if no thread can be made for it.
     let refusal = stream.try_clone();
     let counted = ClientCount::new(state);
@@ -405,11 +417,21 @@ fn serve_client(state: &Arc<State>, stream: UnixStream) {
     if let Err(e) = spawned {
         tracing::warn!("cannot serve another client: {e}");
         if let Ok(mut s) = refusal {
-            let msg = format!("the daemon cannot serve another client now ({e}); retry");
-            let line = error_response(&Value::Null, OPERATION_FAILED, &msg, None);
-            let _ = s.write_all(format!("{line}\n").as_bytes());
+            refuse(
+                &mut s,
+                &format!("the daemon cannot serve another client now ({e}); retry"),
+            );
         }
     }
+}
+
+/// Tell a client it will not be served (a JSON-RPC error without an id), then close it.
+fn refuse(stream: &mut UnixStream, message: &str) {
+    let line = error_response(&Value::Null, OPERATION_FAILED, message, None);
+    // A client that does not read cannot hold up the accept loop.
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.write_all(format!("{line}\n").as_bytes());
+    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// A connection leaves the subscribers when it ends (not only when a notification to it fails),
