@@ -247,10 +247,14 @@ fn daemon(
                         if let Some(a) = &i.activity {
                             let plural = |n: u64| if n == 1 { "" } else { "s" };
                             text.push_str(&format!(
-                                "\nup {} s, {} client{} connected ({} subscribed to changes), {} write{} in {} group commit{}\nsocket {}\nlog {}",
+                                "\nup {} s, {} client{} connected{} ({} subscribed to changes), {} write{} in {} group commit{}\nsocket {}\nlog {}",
                                 a.uptime_secs,
                                 a.clients,
                                 plural(a.clients),
+                                match a.max_clients {
+                                    0 => String::new(),
+                                    max => format!(" of at most {max}"),
+                                },
                                 a.subscribers,
                                 a.writes,
                                 plural(a.writes),

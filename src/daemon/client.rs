@@ -39,6 +39,9 @@ pub struct Activity {
     pub uptime_secs: u64,
     /// Open client connections, the asking one included.
     pub clients: u64,
+    /// The most it serves at once (`daemon.max_clients`; 0 from daemons of older builds).
+    #[serde(default)]
+    pub max_clients: u64,
     /// Those of them subscribed to change events (MCP servers).
     #[serde(default)]
     pub subscribers: u64,

@@ -723,6 +723,7 @@ fn dispatch(
             "activity": {
                 "uptime_secs": state.started.elapsed().as_secs(),
                 "clients": state.active.load(Ordering::Relaxed),
+                "max_clients": state.kb.config().daemon.max_clients,
                 "subscribers": state.subscribers.lock().map_or(0, |s| s.len()),
                 "writes": state.writes.load(Ordering::Relaxed),
                 "write_groups": state.write_groups.load(Ordering::Relaxed),
