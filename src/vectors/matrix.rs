@@ -746,6 +746,70 @@ mod tests {
         assert_eq!(m.scores(&q, 1.0, Some(&some)), picked);
     }
 
+    /// The calling thread moved into a cgroup-v1 `pids` group where it may start no thread
+    /// (None: this machine lets no test do that); moved back when dropped.
+    struct NoNewThreads {
+        dir: std::path::PathBuf,
+        tid: i32,
+    }
+
+    impl NoNewThreads {
+        fn here() -> Option<NoNewThreads> {
+            let root = std::path::Path::new("/sys/fs/cgroup/pids");
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let dir = root.join(format!("kbdb-test-{}-{tid}", std::process::id()));
+            std::fs::create_dir(&dir).ok()?;
+            let limit = NoNewThreads { dir, tid };
+            std::fs::write(limit.dir.join("pids.max"), "1").ok()?;
+            std::fs::write(limit.dir.join("tasks"), tid.to_string()).ok()?;
+            Some(limit)
+        }
+    }
+
+    impl Drop for NoNewThreads {
+        fn drop(&mut self) {
+            let root = std::path::Path::new("/sys/fs/cgroup/pids");
+            let _ = std::fs::write(root.join("tasks"), self.tid.to_string());
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+
+    #[test]
+    fn a_scan_that_can_start_no_thread_scores_every_row_on_its_own() {
+        let dims = 8;
+        let rows = ROWS_PER_THREAD * 2 + 57;
+        let mut m = VectorMatrix::new(dims);
+        let all = codes(9, rows * dims);
+        for (i, row) in all.chunks_exact(dims).enumerate() {
+            let v: Vec<f32> = row.iter().map(|&c| c as f32 + 0.5).collect();
+            m.upsert(&format!("k{i:06}"), &unit(&v));
+        }
+        let q = codes(4, dims);
+        let expected = m.scores(&q, 1.0, None);
+        if scan_threads() < 2 {
+            eprintln!("skipped: one core, so the scan never starts a thread");
+            return;
+        }
+        let Some(limit) = NoNewThreads::here() else {
+            eprintln!(
+                "skipped: this machine lets no test limit a thread's children (cgroup v1 pids)"
+            );
+            return;
+        };
+        if std::thread::Builder::new().spawn(|| {}).is_ok() {
+            drop(limit);
+            eprintln!("skipped: the pids limit did not stop a new thread here");
+            return;
+        }
+        let scored = m.scores(&q, 1.0, None);
+        drop(limit);
+        assert_eq!(
+            scored, expected,
+            "every part done on the calling thread, in order"
+        );
+    }
+
     #[test]
     fn every_nibble_dot_path_agrees_with_the_codes_it_packs() {
         for dims in [1usize, 31, 32, 33, 64, 384, 1000] {
