@@ -765,3 +765,87 @@ fn after_its_daemon_dies_the_server_subscribes_again_and_says_what_may_have_chan
     // And it hears of changes again.
     runbook_changed_elsewhere_is_heard(&db, &mut m);
 }
+
+/// A stand-in for a daemon that misbehaves in one way: it answers `hello` as the real one did
+/// (same build, so no client replaces it), accepts every subscription and hangs up at once.
+/// Records when each subscription came.
+fn daemon_that_drops_subscribers(
+    sock: std::path::PathBuf,
+    hello: Value,
+) -> std::sync::Arc<std::sync::Mutex<Vec<std::time::Instant>>> {
+    use std::io::{BufRead, BufReader, Write};
+    let subscribed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let seen = subscribed.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let seen = seen.clone();
+            let hello = hello.clone();
+            std::thread::spawn(move || {
+                let mut writer = conn.try_clone().unwrap();
+                for line in BufReader::new(conn).lines() {
+                    let Ok(line) = line else { return };
+                    let Ok(req) = serde_json::from_str::<Value>(&line) else {
+                        return;
+                    };
+                    let (id, method) = (req["id"].clone(), req["method"].as_str().unwrap_or(""));
+                    let answer = match method {
+                        "hello" => json!({"jsonrpc": "2.0", "id": id, "result": hello}),
+                        "subscribe" => json!({"jsonrpc": "2.0", "id": id,
+                                              "result": {"subscribed": true}}),
+                        other => json!({"jsonrpc": "2.0", "id": id, "error":
+                                        {"code": -32601, "message": format!("unknown method: {other}")}}),
+                    };
+                    let _ = writer.write_all(format!("{answer}\n").as_bytes());
+                    if method == "subscribe" {
+                        seen.lock().unwrap().push(std::time::Instant::now());
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    subscribed
+}
+
+#[test]
+fn a_daemon_that_drops_every_subscription_at_once_is_asked_again_ever_more_slowly() {
+    let db = TestDb::new();
+    // The real daemon's hello (with the MCP server's environment), then it is stopped and the
+    // stand-in takes its socket.
+    db.cmd()
+        .env("KBDB_DAEMON_IDLE_SECS", "5")
+        .arg("status")
+        .assert()
+        .success();
+    let sock = common::daemon::socket_path(&db).expect("the daemon's socket");
+    let hello = common::daemon::Raw::connect(&db)
+        .call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "hello"}))["result"]
+        .clone();
+    assert!(hello["build"].is_string(), "{hello}");
+    db.stop_daemon();
+    let _ = std::fs::remove_file(&sock);
+    let subscribed = daemon_that_drops_subscribers(sock.clone(), hello);
+    let m = Mcp::start(&db);
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    let times = subscribed.lock().unwrap().clone();
+    drop(m);
+    // Gone for the test's cleanup, which stops the database's daemon (the stand-in would not).
+    std::fs::remove_file(&sock).unwrap();
+    // From 0.1 s doubling: about 0, 0.1, 0.3, 0.7, 1.5 s (and 3.1 s) into the run. Resubscribing
+    // at once would have made thousands; at a fixed pause, dozens.
+    assert!(
+        (3..=8).contains(&times.len()),
+        "{} subscriptions in 3 s",
+        times.len()
+    );
+    let gaps: Vec<f64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_secs_f64())
+        .collect();
+    assert!(
+        gaps.last().unwrap() >= &(1.5 * gaps[0]),
+        "the pauses grow: {gaps:?} s"
+    );
+}
