@@ -478,7 +478,7 @@ fn complete_scan(
     mine: &shingles::ShingleSet,
     keys: &[u64; near_dup::BANDS],
 ) -> Result<Option<Vec<NearDuplicate>>> {
-    let Some(index) = t.band_index else {
+    let Some(index) = t.band_index() else {
         return Ok(None);
     };
     let Some(since) = index.sharing_since(scan.point, keys, near_dup::MIN_SHARED_BANDS) else {
@@ -512,7 +512,7 @@ fn check_candidates(
     // Sections added earlier in this transaction are the newest of all.
     let recency = |k: &str| match t.pending_bands.recency(k) {
         Some(r) => u64::MAX / 2 + r,
-        None => t.band_index.and_then(|i| i.recency(k)).unwrap_or(0),
+        None => t.band_index().and_then(|i| i.recency(k)).unwrap_or(0),
     };
     for (_, c) in top_candidates(ranked, &recency) {
         if let Some(sim) = similarity(mine, c, t.shingle_cache, &mut load)? {
@@ -590,7 +590,7 @@ fn find_near_duplicates(
     // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
     // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
     let mut ranked: Vec<(u32, &str)> = Vec::new();
-    if let Some(index) = t.band_index {
+    if let Some(index) = t.band_index() {
         ranked.extend(
             index
                 .sharing(keys, near_dup::MIN_SHARED_BANDS)

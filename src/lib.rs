@@ -303,8 +303,7 @@ impl Kb {
         let txn = self.begin_write()?;
         let changes = {
             let mut t = WriteTables::open(&txn, now())?;
-            t.band_index = turn.get().map(|i| &i.bands);
-            t.source_key_index = turn.get().map(|i| &i.source_keys);
+            t.indexes = turn.get();
             t.shingle_cache = Some(&self.shingles);
             loop {
                 for p in batch {
@@ -1567,6 +1566,31 @@ mod tests {
         assert!(by_hand.warnings.is_empty(), "{:?}", by_hand.warnings);
         assert_eq!(rows(&kb)[1], 1);
         assert!(kb.check().unwrap().ok);
+    }
+
+    #[test]
+    fn a_write_that_did_not_load_the_indexes_cannot_look_up_source_keys() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+        let txn = kb.begin_write().unwrap();
+        let t = WriteTables::open(&txn, now()).unwrap();
+        for e in [
+            t.source_key_taken("#T", "k").unwrap_err(),
+            t.kbids_with_source_key("#T").unwrap_err(),
+        ] {
+            assert!(
+                e.to_string().contains("did not load the in-memory indexes"),
+                "{e}"
+            );
+        }
+        drop(t);
+        txn.abort().unwrap();
+        // A loaded turn answers.
+        let turn = kb.loaded_index_turn().unwrap();
+        let txn = kb.begin_write().unwrap();
+        let mut t = WriteTables::open(&txn, now()).unwrap();
+        t.indexes = turn.get();
+        assert!(!t.source_key_taken("#T", "k").unwrap());
     }
 
     #[test]

@@ -43,6 +43,13 @@ fn wait_gone(pid: u32) {
     );
 }
 
+/// Start the database's daemon through a client run with the setting `var` = `value` in its
+/// environment (the daemon it starts inherits it); its pid.
+fn daemon_with(db: &TestDb, var: &str, value: &str, args: &[&str]) -> u32 {
+    db.cmd().env(var, value).args(args).assert().success();
+    daemons_of(db)[0]
+}
+
 /// The processes running `kbdb … daemon` for this database.
 fn daemons_of(db: &TestDb) -> Vec<u32> {
     let dir = db.dir.to_str().unwrap().to_string();
@@ -284,12 +291,7 @@ fn a_daemon_of_another_build_is_asked_to_stop_and_replaced() {
 #[test]
 fn an_idle_daemon_exits() {
     let db = TestDb::new();
-    db.cmd()
-        .env("KBDB_DAEMON_IDLE_SECS", "1")
-        .arg("status")
-        .assert()
-        .success();
-    let pid = daemons_of(&db)[0];
+    let pid = daemon_with(&db, "KBDB_DAEMON_IDLE_SECS", "1", &["status"]);
     wait_gone(pid);
     assert!(!socket_path_exists(&db));
 }
@@ -798,12 +800,12 @@ fn a_daemon_out_of_threads_refuses_new_clients_clearly_and_serves_the_others() {
 #[test]
 fn a_daemon_at_its_client_limit_refuses_one_more_clearly_and_serves_it_once_one_leaves() {
     let db = TestDb::new();
-    db.cmd()
-        .env("KBDB_DAEMON_MAX_CLIENTS", "2")
-        .args(["learn", "a fact learned before the crowd"])
-        .assert()
-        .success();
-    let pid = daemons_of(&db)[0];
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_MAX_CLIENTS",
+        "2",
+        &["learn", "a fact learned before the crowd"],
+    );
     // The learn's connection closes as its process exits, which the daemon notices a moment
     // later: one connection, then wait until it is the only one.
     let mut first = Raw::connect(&db);
@@ -886,12 +888,12 @@ fn voluntary_switches(pid: u32) -> u64 {
 #[test]
 fn an_idle_daemon_sleeps_without_waking_and_still_stops_at_once() {
     let db = TestDb::new();
-    db.cmd()
-        .env("KBDB_DAEMON_IDLE_SECS", "60")
-        .args(["learn", "a fact before the quiet"])
-        .assert()
-        .success();
-    let pid = daemons_of(&db)[0];
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_IDLE_SECS",
+        "60",
+        &["learn", "a fact before the quiet"],
+    );
     // Once its last work is done, nothing wakes it: no thread switches in a 2 s window (a
     // polling loop would wake it 10 times a second).
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -912,12 +914,7 @@ fn an_idle_daemon_sleeps_without_waking_and_still_stops_at_once() {
     let _other = Raw::connect(&db);
     db.stop_daemon();
     assert!(!alive(pid), "`daemon stop` waits until the daemon is gone");
-    db.cmd()
-        .env("KBDB_DAEMON_IDLE_SECS", "60")
-        .arg("status")
-        .assert()
-        .success();
-    let pid = daemons_of(&db)[0];
+    let pid = daemon_with(&db, "KBDB_DAEMON_IDLE_SECS", "60", &["status"]);
     let _other = Raw::connect(&db);
     signal(pid, libc::SIGTERM);
     wait_gone(pid);

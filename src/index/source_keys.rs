@@ -81,28 +81,21 @@ impl SourceKeyIndex {
 }
 
 /// What a write transaction changed, for lookups inside it before the index has the changes:
-/// per key, each section added (true) or removed (false) by its last change.
+/// per key, each section added (true) or removed (false) by its last change. Each (key,
+/// section) pair is independent, so its last change is all the index needs once the
+/// transaction commits.
 #[derive(Debug, Default)]
 pub struct PendingSourceKeys {
-    changes: Vec<SourceKeyChange>,
     by_key: HashMap<String, BTreeMap<String, bool>>,
 }
 
 impl PendingSourceKeys {
     pub fn add(&mut self, key: &str, kbid: &str) {
         self.record(key, kbid, true);
-        self.changes.push(SourceKeyChange::Add {
-            key: key.to_string(),
-            kbid: kbid.to_string(),
-        });
     }
 
     pub fn remove(&mut self, key: &str, kbid: &str) {
         self.record(key, kbid, false);
-        self.changes.push(SourceKeyChange::Remove {
-            key: key.to_string(),
-            kbid: kbid.to_string(),
-        });
     }
 
     fn record(&mut self, key: &str, kbid: &str, present: bool) {
@@ -144,9 +137,19 @@ impl PendingSourceKeys {
             .any(|k| mine.and_then(|m| m.get(k)) != Some(&false))
     }
 
-    /// The changes, in the order they were made, to apply once the transaction commits.
+    /// The changes to apply once the transaction commits (the last one of each pair).
     pub fn take_changes(&mut self) -> Vec<SourceKeyChange> {
-        std::mem::take(&mut self.changes)
+        let mut out = Vec::new();
+        for (key, kbids) in std::mem::take(&mut self.by_key) {
+            for (kbid, present) in kbids {
+                let key = key.clone();
+                out.push(match present {
+                    true => SourceKeyChange::Add { key, kbid },
+                    false => SourceKeyChange::Remove { key, kbid },
+                });
+            }
+        }
+        out
     }
 }
 

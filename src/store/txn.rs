@@ -21,11 +21,9 @@ pub struct WriteTables<'t> {
     pub section_docs: MultimapTable<'t, &'static str, &'static str>,
     pub tags: MultimapTable<'t, &'static str, &'static str>,
     pub changes: Table<'t, u64, &'static [u8]>,
-    /// The committed band index, for near-duplicate lookups (None: not needed by this write).
-    pub band_index: Option<&'t crate::index::near_dup::BandIndex>,
-    /// The committed source-key index (None: not loaded for this write; lookups then read the
-    /// section records).
-    pub source_key_index: Option<&'t crate::index::source_keys::SourceKeyIndex>,
+    /// The committed in-memory indexes (bands, source keys), for lookups during the write
+    /// (None: not loaded for this write, which then looks nothing up in them).
+    pub indexes: Option<&'t crate::index::memory::SectionIndexes>,
     /// Source-key changes of this transaction, applied to the index once it commits.
     source_keys: crate::index::source_keys::PendingSourceKeys,
     /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
@@ -93,8 +91,7 @@ impl<'t> WriteTables<'t> {
             section_docs: txn.open_multimap_table(SECTION_DOCS)?,
             tags: txn.open_multimap_table(TAGS)?,
             changes,
-            band_index: None,
-            source_key_index: None,
+            indexes: None,
             source_keys: Default::default(),
             shingle_cache: None,
             band_changes: Vec::new(),
@@ -228,48 +225,33 @@ impl<'t> WriteTables<'t> {
         self.source_keys.remove(key, kbid);
     }
 
+    /// The committed band index (None: not loaded for this write).
+    pub fn band_index(&self) -> Option<&'t crate::index::near_dup::BandIndex> {
+        self.indexes.map(|i| &i.bands)
+    }
+
+    /// The committed source-key index. A write path that looks up source keys takes a loaded
+    /// turn (`Kb::loaded_index_turn`); one that did not cannot answer.
+    fn source_key_index(&self) -> Result<&'t crate::index::source_keys::SourceKeyIndex> {
+        self.indexes.map(|i| &i.source_keys).ok_or_else(|| {
+            crate::error::KbError::Storage(
+                "a source-key lookup in a write that did not load the in-memory indexes".into(),
+            )
+        })
+    }
+
     /// The sections under the source key `key` (in kbid order), this transaction's changes
     /// included.
     pub fn kbids_with_source_key(&self, key: &str) -> Result<Vec<String>> {
-        Ok(match self.source_key_index {
-            Some(index) => self.source_keys.kbids(key, index.kbids(key)),
-            None => {
-                let committed = self.committed_under(key)?;
-                self.source_keys
-                    .kbids(key, committed.iter().map(String::as_str))
-            }
-        })
+        let index = self.source_key_index()?;
+        Ok(self.source_keys.kbids(key, index.kbids(key)))
     }
 
     /// Whether a section other than `kbid` has the source key `key`, this transaction's
     /// changes included (stops at the first: a title learned thousands of times has as many).
     pub fn source_key_taken(&self, key: &str, kbid: &str) -> Result<bool> {
-        Ok(match self.source_key_index {
-            Some(index) => self.source_keys.taken_by_other(key, kbid, index.kbids(key)),
-            None => {
-                let committed = self.committed_under(key)?;
-                self.source_keys
-                    .taken_by_other(key, kbid, committed.iter().map(String::as_str))
-            }
-        })
-    }
-
-    /// The sections stored under `key` before this transaction's source-key changes, read from
-    /// the records: a slow path for write paths that did not load the index (none of the
-    /// current ones asks).
-    fn committed_under(&self, key: &str) -> Result<Vec<String>> {
-        tracing::debug!("source-key lookup without the index: reading every section record");
-        let mut out = Vec::new();
-        for row in self.sections.iter()? {
-            let (k, v) = row?;
-            let rec: SectionRecord = records::decode("sections", k.value(), v.value())?;
-            if rec.source_key.as_deref() == Some(key) {
-                out.push(k.value().to_string());
-            }
-        }
-        // This transaction's own records are in the table already: the pending changes are
-        // applied over them again, which leaves them as they are.
-        Ok(out)
+        let index = self.source_key_index()?;
+        Ok(self.source_keys.taken_by_other(key, kbid, index.kbids(key)))
     }
 
     /// The changes this transaction made to the in-memory indexes, to apply once it commits.

@@ -723,16 +723,22 @@ mod tests {
         )
     }
 
+    /// A matrix of `rows` pseudo-random rows of `dims` dimensions (`seed` picks them), kbids
+    /// `k000000`… in row order.
+    fn matrix_of(dims: usize, rows: usize, seed: u64) -> VectorMatrix {
+        let mut m = VectorMatrix::new(dims);
+        for (i, row) in codes(seed, rows * dims).chunks_exact(dims).enumerate() {
+            let v: Vec<f32> = row.iter().map(|&c| c as f32 + 0.5).collect();
+            m.upsert(&format!("k{i:06}"), &unit(&v));
+        }
+        m
+    }
+
     #[test]
     fn a_scan_split_across_threads_scores_every_row_in_order() {
         let dims = 8;
         let rows = ROWS_PER_THREAD * 2 + 123;
-        let mut m = VectorMatrix::new(dims);
-        let all = codes(3, rows * dims);
-        for (i, row) in all.chunks_exact(dims).enumerate() {
-            let v: Vec<f32> = row.iter().map(|&c| c as f32 + 0.5).collect();
-            m.upsert(&format!("k{i:06}"), &unit(&v));
-        }
+        let m = matrix_of(dims, rows, 3);
         let q = codes(5, dims);
         let expected: Vec<(f32, u32)> = m
             .codes
@@ -778,13 +784,7 @@ mod tests {
     #[test]
     fn a_scan_that_can_start_no_thread_scores_every_row_on_its_own() {
         let dims = 8;
-        let rows = ROWS_PER_THREAD * 2 + 57;
-        let mut m = VectorMatrix::new(dims);
-        let all = codes(9, rows * dims);
-        for (i, row) in all.chunks_exact(dims).enumerate() {
-            let v: Vec<f32> = row.iter().map(|&c| c as f32 + 0.5).collect();
-            m.upsert(&format!("k{i:06}"), &unit(&v));
-        }
+        let m = matrix_of(dims, ROWS_PER_THREAD * 2 + 57, 9);
         let q = codes(4, dims);
         let expected = m.scores(&q, 1.0, None);
         if scan_threads() < 2 {
