@@ -1191,6 +1191,15 @@ mod tests {
         ]
     }
 
+    /// Record `version` as the database's schema version (a test pretending the database
+    /// predates the migrations after it).
+    fn set_schema_version(txn: &redb::WriteTransaction, version: u32) {
+        txn.open_table(META)
+            .unwrap()
+            .insert(META_SCHEMA_VERSION, version.to_le_bytes().as_slice())
+            .unwrap();
+    }
+
     /// Put the content back where schema 9 kept it (`content`, keyed by kbid; records without
     /// `content_seq`), so that a test can pretend the database predates migration 10.
     fn content_as_in_schema_9(txn: &redb::WriteTransaction) {
@@ -1278,10 +1287,7 @@ mod tests {
                     .unwrap();
             }
             drop(sections);
-            txn.open_table(META)
-                .unwrap()
-                .insert(META_SCHEMA_VERSION, 9u32.to_le_bytes().as_slice())
-                .unwrap();
+            set_schema_version(&txn, 9);
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
@@ -1342,10 +1348,7 @@ mod tests {
             let db = redb::Database::create(&file).unwrap();
             let txn = db.begin_write().unwrap();
             content_as_in_schema_9(&txn);
-            txn.open_table(META)
-                .unwrap()
-                .insert(META_SCHEMA_VERSION, 9u32.to_le_bytes().as_slice())
-                .unwrap();
+            set_schema_version(&txn, 9);
             txn.commit().unwrap();
         }
         let before = std::fs::metadata(&file).unwrap().len();
@@ -1473,10 +1476,7 @@ mod tests {
                 .unwrap()
                 .insert("#Deploy", first.as_str())
                 .unwrap();
-            txn.open_table(META)
-                .unwrap()
-                .insert(META_SCHEMA_VERSION, 10u32.to_le_bytes().as_slice())
-                .unwrap();
+            set_schema_version(&txn, 10);
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
@@ -1678,9 +1678,7 @@ mod tests {
             content_as_in_schema_9(&txn);
             txn.delete_table(MINHASH_SIGS).unwrap();
             {
-                let mut meta = txn.open_table(META).unwrap();
-                meta.insert(META_SCHEMA_VERSION, 2u32.to_le_bytes().as_slice())
-                    .unwrap();
+                set_schema_version(&txn, 2);
                 let mut bands = txn.open_multimap_table(MINHASH_BANDS).unwrap();
                 bands.insert(42u64, "stale").unwrap();
             }
@@ -1754,9 +1752,7 @@ mod tests {
             let txn = db.begin_write().unwrap();
             content_as_in_schema_9(&txn);
             {
-                let mut meta = txn.open_table(META).unwrap();
-                meta.insert(META_SCHEMA_VERSION, 8u32.to_le_bytes().as_slice())
-                    .unwrap();
+                set_schema_version(&txn, 8);
                 let mut t = txn.open_table(SECTIONS).unwrap();
                 for (kbid, rec) in &sections {
                     let old = model::records::SectionRecordV1 {
@@ -1836,9 +1832,7 @@ mod tests {
             let txn = db.begin_write().unwrap();
             content_as_in_schema_9(&txn);
             {
-                let mut meta = txn.open_table(META).unwrap();
-                meta.insert(META_SCHEMA_VERSION, 3u32.to_le_bytes().as_slice())
-                    .unwrap();
+                set_schema_version(&txn, 3);
             }
             txn.delete_table(store::tables::REFS_OUT).unwrap();
             txn.delete_multimap_table(store::tables::REFS_IN).unwrap();
