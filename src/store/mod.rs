@@ -3,6 +3,7 @@
 
 #[doc(hidden)]
 pub mod faults;
+pub mod flusher;
 pub mod handle;
 pub mod migrate;
 pub mod synonyms;
@@ -15,7 +16,8 @@ use redb::{Database, DatabaseError};
 
 use crate::error::{KbError, Result};
 
-pub use handle::Store;
+pub use flusher::Durable;
+pub use handle::{Deferrable, Store};
 
 /// File name of the redb database inside the database folder.
 pub const DB_FILE: &str = "kbdb.redb";
