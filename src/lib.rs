@@ -276,30 +276,8 @@ impl Kb {
     pub fn write_prepared_joining(
         &self,
         prepared: Vec<Result<PreparedWrite>>,
-        more: impl FnMut(usize) -> Option<Vec<Result<PreparedWrite>>>,
-    ) -> Result<Vec<Result<WriteOutcome>>> {
-        let (out, durable) = self.write_prepared_deferred(prepared, more)?;
-        if let Some(durable) = durable {
-            durable.wait().map_err(KbError::storage_io)?;
-        }
-        Ok(out)
-    }
-
-    /// Commits on their way to the disk: a writer that does not wait for them can keep a group
-    /// open while this is not 0 (src/daemon/server.rs).
-    pub fn commits_in_flight(&self) -> usize {
-        self.store.commits_in_flight()
-    }
-
-    /// `write_prepared_joining` without waiting for the disk: the group is committed (visible
-    /// to later writes) when this returns, and durable once the returned ticket's `wait` returns
-    /// (None: nothing was written, not even before). Nobody may be told of the results before:
-    /// the daemon's writer applies the next group meanwhile (src/store/flusher.rs).
-    pub fn write_prepared_deferred(
-        &self,
-        prepared: Vec<Result<PreparedWrite>>,
         mut more: impl FnMut(usize) -> Option<Vec<Result<PreparedWrite>>>,
-    ) -> Result<(Vec<Result<WriteOutcome>>, Option<store::Durable>)> {
+    ) -> Result<Vec<Result<WriteOutcome>>> {
         let start = Instant::now();
         self.check_batch(prepared.len())?;
         let limit = self.config.limits.max_batch;
@@ -318,13 +296,13 @@ impl Kb {
             out.extend(batch.into_iter().filter_map(|p| p.err()).map(Err));
             match next_batch(out.len()) {
                 Some(next) => batch = next,
-                None => return Ok((out, None)),
+                None => return Ok(out),
             }
         }
         let turn = self.loaded_index_turn()?;
-        let deferrable = self.store.begin_deferrable()?;
+        let txn = self.begin_write()?;
         let changes = {
-            let mut t = WriteTables::open(&deferrable.txn, now())?;
+            let mut t = WriteTables::open(&txn, now())?;
             t.indexes = turn.get();
             t.shingle_cache = Some(&self.shingles);
             loop {
@@ -342,19 +320,18 @@ impl Kb {
             t.flush()?;
             t.take_index_changes()
         };
-        let durable = if out.iter().flatten().any(|o| o.changed_something()) {
-            let durable = deferrable.commit_deferred()?;
+        if out.iter().flatten().any(|o| o.changed_something()) {
+            txn.commit()?;
             turn.apply(&changes);
-            durable
         } else {
-            deferrable.abort()?
-        };
+            txn.abort()?;
+        }
         let elapsed = elapsed_ms(start);
         for r in out.iter_mut().flatten() {
             r.set_elapsed(elapsed);
         }
         self.flag_embedding_state(&mut out);
-        Ok((out, Some(durable)))
+        Ok(out)
     }
 
     fn write_one(&self, op: WriteOp) -> Result<WriteOutcome> {

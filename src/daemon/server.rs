@@ -529,59 +529,6 @@ fn wait_readable(listener: &UnixListener, wake: &UnixStream, timeout: Option<Dur
 }
 
 fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
-    // Groups are answered on a thread of their own once the disk holds them, while this one
-    // applies the next (src/store/flusher.rs).
-    let (answer_tx, answer_rx) = mpsc::channel::<Committed>();
-    std::thread::scope(|scope| {
-        scope.spawn(|| answer_loop(state, answer_rx, index));
-        apply_loop(state, rx, answer_tx);
-    });
-}
-
-/// A group the writer committed, waiting for the disk before its clients are answered.
-struct Committed {
-    jobs: Vec<Job>,
-    counts: Vec<usize>,
-    outcome: Result<(Vec<Result<WriteOutcome>>, Option<crate::store::Durable>)>,
-}
-
-fn answer_loop(state: &State, rx: mpsc::Receiver<Committed>, index: mpsc::Sender<()>) {
-    for Committed {
-        jobs,
-        counts,
-        outcome,
-    } in rx
-    {
-        let outcome = outcome.and_then(|(results, durable)| match durable {
-            Some(d) => d.wait().map(|()| results).map_err(KbError::storage_io),
-            None => Ok(results),
-        });
-        match outcome {
-            Ok(results) => {
-                let acknowledged = results.iter().filter(|r| r.is_ok()).count();
-                state
-                    .writes
-                    .fetch_add(acknowledged as u64, Ordering::Relaxed);
-                state.write_groups.fetch_add(1, Ordering::Relaxed);
-                let mut results = results.into_iter();
-                for (job, count) in jobs.into_iter().zip(counts) {
-                    let mine: Vec<_> = results.by_ref().take(count).collect();
-                    let _ = job.reply.send(Ok(mine));
-                }
-            }
-            Err(e) => {
-                let msg = e.to_string();
-                for job in jobs {
-                    let _ = job.reply.send(Err(msg.clone()));
-                }
-            }
-        }
-        let _ = index.send(());
-        state.notify();
-    }
-}
-
-fn apply_loop(state: &State, rx: mpsc::Receiver<Job>, answers: mpsc::Sender<Committed>) {
     let max = state.kb.config().limits.max_batch;
     let mut carry: Option<Job> = None;
     loop {
@@ -611,40 +558,21 @@ fn apply_loop(state: &State, rx: mpsc::Receiver<Job>, answers: mpsc::Sender<Comm
         // what is already queued each time a batch has been applied.
         let outcome = {
             let (jobs, counts, carry, rx) = (&mut jobs, &mut counts, &mut carry, &rx);
-            state.kb.write_prepared_deferred(ops, move |room| {
+            state.kb.write_prepared_joining(ops, move |room| {
                 if carry.is_some() {
                     return None;
                 }
                 let mut next = Vec::new();
-                loop {
-                    while let Ok(mut j) = rx.try_recv() {
-                        if next.len() + j.ops.len() > room {
-                            *carry = Some(j);
-                            return (!next.is_empty()).then_some(next);
-                        }
-                        counts.push(j.ops.len());
-                        next.append(&mut j.ops);
-                        jobs.push(j);
+                while let Ok(mut j) = rx.try_recv() {
+                    if next.len() + j.ops.len() > room {
+                        *carry = Some(j);
+                        break;
                     }
-                    if !next.is_empty() || state.kb.commits_in_flight() == 0 {
-                        return (!next.is_empty()).then_some(next);
-                    }
-                    // The disk is still syncing the last group: whoever comes meanwhile
-                    // shares this group's commit instead of paying for one more.
-                    match rx.recv_timeout(Duration::from_micros(100)) {
-                        Ok(mut j) => {
-                            if next.len() + j.ops.len() > room {
-                                *carry = Some(j);
-                                return None;
-                            }
-                            counts.push(j.ops.len());
-                            next.append(&mut j.ops);
-                            jobs.push(j);
-                        }
-                        Err(mpsc::RecvTimeoutError::Timeout) => {}
-                        Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-                    }
+                    counts.push(j.ops.len());
+                    next.append(&mut j.ops);
+                    jobs.push(j);
                 }
+                (!next.is_empty()).then_some(next)
             })
         };
         tracing::debug!(
@@ -654,11 +582,28 @@ fn apply_loop(state: &State, rx: mpsc::Receiver<Job>, answers: mpsc::Sender<Comm
             carried = carry.is_some(),
             "group commit"
         );
-        let _ = answers.send(Committed {
-            jobs,
-            counts,
-            outcome,
-        });
+        match outcome {
+            Ok(results) => {
+                let acknowledged = results.iter().filter(|r| r.is_ok()).count();
+                state
+                    .writes
+                    .fetch_add(acknowledged as u64, Ordering::Relaxed);
+                state.write_groups.fetch_add(1, Ordering::Relaxed);
+                let mut results = results.into_iter();
+                for (job, count) in jobs.into_iter().zip(counts) {
+                    let mine: Vec<_> = results.by_ref().take(count).collect();
+                    let _ = job.reply.send(Ok(mine));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for job in jobs {
+                    let _ = job.reply.send(Err(msg.clone()));
+                }
+            }
+        }
+        let _ = index.send(());
+        state.notify();
     }
 }
 

@@ -22,16 +22,13 @@ use redb::backends::FileBackend;
 use redb::{BackendError, Database, DatabaseError, StorageBackend};
 
 use super::faults::{FaultPlan, Op, Target};
-use super::flusher::{Durable, Flusher};
 use crate::error::{KbError, Result};
 
 /// The redb backend of a store: the file, a flag raised by any failed call (so the store knows
 /// to reopen), and the fault plan of a test (None on the normal path).
 #[derive(Debug)]
 pub struct StoreBackend {
-    /// The file's locks (redb's protocol); its bytes go through `flusher`.
     file: FileBackend,
-    flusher: Arc<Flusher>,
     plan: Option<FaultPlan>,
     failed: Arc<AtomicBool>,
 }
@@ -109,38 +106,33 @@ macro_rules! forward_locks_to_file {
 
 impl StorageBackend for StoreBackend {
     fn len(&self) -> io::Result<u64> {
-        Ok(self.flusher.len())
+        self.track(self.file.len())
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
-        self.track(self.flusher.read(offset, out))
+        self.track(self.file.read(offset, out))
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         if self.plan.is_some() {
-            let grows = len > self.flusher.len();
+            let grows = len > self.track(self.file.len())?;
             self.fault(Op::Write, "set_len", grows)?;
         }
-        self.track(self.flusher.set_len(len))
+        self.track(self.file.set_len(len))
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        if let Err(e) = self.fault(Op::Sync, "sync_data", true) {
-            self.flusher.stop_deferring();
-            return Err(e);
-        }
-        self.track(self.flusher.sync_data())
+        self.fault(Op::Sync, "sync_data", true)?;
+        self.track(self.file.sync_data())
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.fault(Op::Write, "write", true)?;
-        self.track(self.flusher.write(offset, data))
+        self.track(self.file.write(offset, data))
     }
 
     fn close(&self) -> io::Result<()> {
-        let flushed = self.flusher.close();
-        self.file.close()?;
-        flushed
+        self.file.close()
     }
 
     forward_locks_to_file!();
@@ -276,8 +268,6 @@ impl StorageBackend for ReadOnlyView {
 /// An open database and the flag its backend raises on an I/O failure.
 struct Handle {
     db: Arc<Database>,
-    /// None for the read-only view.
-    flusher: Option<Arc<Flusher>>,
     failed: Arc<AtomicBool>,
 }
 
@@ -346,37 +336,6 @@ impl Store {
         self.reopen(true)
     }
 
-    /// Begin a write transaction whose commit can return before it is durable
-    /// ([`Deferrable::commit_deferred`]).
-    pub fn begin_deferrable(&self) -> Result<Deferrable> {
-        loop {
-            let db = self.write()?;
-            let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
-            // The flusher of the same handle (another thread may have reopened it meanwhile).
-            if let Slot::Writable(h) = &*slot
-                && Arc::ptr_eq(&h.db, &db)
-                && let Some(flusher) = &h.flusher
-            {
-                let flusher = flusher.clone();
-                drop(slot);
-                let mut txn = db.begin_write()?;
-                txn.set_durability(redb::Durability::Immediate)?;
-                return Ok(Deferrable { txn, flusher });
-            }
-        }
-    }
-
-    /// Commits on their way to the disk (0 when it is idle).
-    pub fn commits_in_flight(&self) -> usize {
-        let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
-        match &*slot {
-            Slot::Writable(Handle {
-                flusher: Some(f), ..
-            }) => f.pending(),
-            _ => 0,
-        }
-    }
-
     /// How many times the database was reopened for writing.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -436,30 +395,6 @@ impl Store {
     }
 }
 
-/// A write transaction that can commit without waiting for the disk.
-pub struct Deferrable {
-    pub txn: redb::WriteTransaction,
-    flusher: Arc<Flusher>,
-}
-
-impl Deferrable {
-    /// Commit, and return as soon as the commit is visible; the ticket says when it is durable.
-    /// Nobody may be told of the commit before then.
-    pub fn commit_deferred(self) -> Result<Durable> {
-        self.flusher.defer_next_sync();
-        let committed = self.txn.commit();
-        self.flusher.stop_deferring();
-        committed?;
-        Ok(self.flusher.last_closed())
-    }
-
-    /// Nothing to commit: the ticket of what was committed before (which this transaction saw).
-    pub fn abort(self) -> Result<Durable> {
-        self.txn.abort()?;
-        Ok(self.flusher.last_closed())
-    }
-}
-
 /// Close a database: wait (a few seconds at most) for the calls that still use it, then drop
 /// it, which closes the file and releases its locks.
 fn close(h: Handle) {
@@ -513,17 +448,11 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
 fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let failed = Arc::new(AtomicBool::new(false));
-    let data = open_file(&path)?;
-    let cannot_open = |e: &dyn std::fmt::Display| {
-        KbError::Storage(format!("cannot open {}: {e}", path.display()))
-    };
-    let file = FileBackend::new(data.try_clone().map_err(|e| cannot_open(&e))?)
-        .map_err(|e| cannot_open(&e))?;
+    let file = FileBackend::new(open_file(&path)?)
+        .map_err(|e| KbError::Storage(format!("cannot open {}: {e}", path.display())))?;
     discard_unfinished_init(&file, &path)?;
-    let flusher = Arc::new(Flusher::start(data, failed.clone()).map_err(|e| cannot_open(&e))?);
     let backend = StoreBackend {
         file,
-        flusher: flusher.clone(),
         plan: plan.cloned(),
         failed: failed.clone(),
     };
@@ -533,7 +462,6 @@ fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
-        flusher: Some(flusher),
         failed,
     })
 }
@@ -623,7 +551,6 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
     view.sealed.store(true, Ordering::Release);
     Ok(Handle {
         db: Arc::new(db),
-        flusher: None,
         failed,
     })
 }

@@ -3,7 +3,6 @@
 
 #[doc(hidden)]
 pub mod faults;
-pub mod flusher;
 pub mod handle;
 pub mod migrate;
 pub mod synonyms;
@@ -16,8 +15,7 @@ use redb::{Database, DatabaseError};
 
 use crate::error::{KbError, Result};
 
-pub use flusher::Durable;
-pub use handle::{Deferrable, Store};
+pub use handle::Store;
 
 /// File name of the redb database inside the database folder.
 pub const DB_FILE: &str = "kbdb.redb";
