@@ -402,17 +402,15 @@ pub(crate) fn scan_candidates(
         // nothing to look for (if it is unlearned before the write, the writer looks itself).
         return None;
     }
-    let ranked: Vec<(u32, &str)> = index
-        .sharing(keys, near_dup::MIN_SHARED_BANDS)
-        .into_iter()
-        .filter(|(k, _)| *k != p.kbid)
-        .map(|(k, n)| (n, k))
-        .collect();
+    let top = index.top_sharing(
+        keys,
+        near_dup::MIN_SHARED_BANDS,
+        near_dup::MAX_CANDIDATES,
+        |k| k == p.kbid,
+    );
     Some((
         index.scan_point(),
-        top_candidates(ranked, |k| index.recency(k).unwrap_or(0))
-            .map(|(_, k)| k.to_string())
-            .collect(),
+        top.into_iter().map(|(k, _)| k.to_string()).collect(),
     ))
 }
 
@@ -591,9 +589,16 @@ fn find_near_duplicates(
     // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
     let mut ranked: Vec<(u32, &str)> = Vec::new();
     if let Some(index) = t.band_index() {
+        // Only the committed sections that can make the cut (ranked like `top_candidates`,
+        // which then merges them with this transaction's).
         ranked.extend(
             index
-                .sharing(keys, near_dup::MIN_SHARED_BANDS)
+                .top_sharing(
+                    keys,
+                    near_dup::MIN_SHARED_BANDS,
+                    near_dup::MAX_CANDIDATES,
+                    |k| k == p.kbid || t.band_removed(k),
+                )
                 .into_iter()
                 .map(|(k, n)| (n, k)),
         );

@@ -3,7 +3,9 @@
 //! their exact Jaccard similarity decides. With 16 bands of 4 rows, a pair at Jaccard 0.85 is a
 //! candidate with probability 1 - (1 - 0.85^4)^16 ≈ 0.99998.
 
-use std::collections::HashMap;
+// foldhash: these maps are looked up on every learn (kbids, band keys); SipHash was a visible
+// share of a learn's CPU, and their keys are SHA-256 or MinHash outputs.
+use foldhash::{HashMap, HashMapExt};
 
 use crate::text::shingles::{ShingleSet, mix64};
 
@@ -228,6 +230,38 @@ mod tests {
                 .iter()
                 .all(|(k, _)| *k != "s0")
         );
+    }
+
+    #[test]
+    fn top_sharing_ranks_by_shared_bands_then_the_most_recent() {
+        let mut index = BandIndex::default();
+        let keys = |x: u64| -> [u64; BANDS] { std::array::from_fn(|i| x * 100 + i as u64) };
+        let sharing_first = |n: usize| -> [u64; BANDS] {
+            let mut k = keys(2);
+            k[..n].copy_from_slice(&keys(1)[..n]);
+            k
+        };
+        // Named against their order, so that a kbid order would give another answer.
+        index.add("a-old-8", &sharing_first(8));
+        index.add("m-4", &sharing_first(4));
+        index.add("z-new-8", &sharing_first(8));
+        index.add("b-12", &sharing_first(12));
+        index.add("self", &keys(1));
+        index.add("y-1", &sharing_first(1));
+        let top = |index: &BandIndex, limit| -> Vec<String> {
+            let got = index.top_sharing(&keys(1), 2, limit, |k| k == "self");
+            got.iter().map(|(k, n)| format!("{k}:{n}")).collect()
+        };
+        assert_eq!(
+            top(&index, 10),
+            ["b-12:12", "z-new-8:8", "a-old-8:8", "m-4:4"],
+            "most shared first, ties to the newest; not `self`, not below 2 bands"
+        );
+        assert_eq!(top(&index, 2), ["b-12:12", "z-new-8:8"]);
+        // A number given again takes its new section's place in time.
+        index.remove("a-old-8", &sharing_first(8));
+        index.add("x-newest-8", &sharing_first(8));
+        assert_eq!(top(&index, 2), ["b-12:12", "x-newest-8:8"]);
     }
 
     #[test]
@@ -487,6 +521,40 @@ impl BandIndex {
     /// of a band added last), with how many they share, in no particular order. A key that
     /// occurs twice in `keys` counts twice.
     pub fn sharing(&self, keys: &[u64; BANDS], min: u32) -> Vec<(&str, u32)> {
+        self.shared_counts(keys, min)
+            .into_iter()
+            .map(|(n, shared)| (self.names[n as usize].as_str(), shared))
+            .collect()
+    }
+
+    /// The `limit` sections sharing the most of the bands `keys` (at least `min`, counted like
+    /// `sharing`), leaving out those `skip` names: most shared bands first, among equals the
+    /// most recently added. Ranked by section number, so no kbid is hashed or compared on the
+    /// way (every learn does this, and a crowded band lists hundreds of sections).
+    pub fn top_sharing(
+        &self,
+        keys: &[u64; BANDS],
+        min: u32,
+        limit: usize,
+        skip: impl Fn(&str) -> bool,
+    ) -> Vec<(&str, u32)> {
+        let mut counts = self.shared_counts(keys, min);
+        counts.sort_unstable_by_key(|&(n, shared)| {
+            (
+                std::cmp::Reverse(shared),
+                std::cmp::Reverse(self.added_at[n as usize]),
+            )
+        });
+        counts
+            .into_iter()
+            .map(|(n, shared)| (self.names[n as usize].as_str(), shared))
+            .filter(|(name, _)| !skip(name))
+            .take(limit)
+            .collect()
+    }
+
+    /// (section number, shared bands) of the sections sharing at least `min` of `keys`.
+    fn shared_counts(&self, keys: &[u64; BANDS], min: u32) -> Vec<(u32, u32)> {
         let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
         for k in keys {
             if let Some(v) = self.map.get(k) {
@@ -497,7 +565,7 @@ impl BandIndex {
         numbers
             .chunk_by(|a, b| a == b)
             .filter(|run| run.len() as u32 >= min)
-            .map(|run| (self.names[run[0] as usize].as_str(), run.len() as u32))
+            .map(|run| (run[0], run.len() as u32))
             .collect()
     }
 }
