@@ -67,6 +67,12 @@ struct Job {
 
 type Conn = Arc<Mutex<UnixStream>>;
 
+/// How long the indexer thread gathers committed groups before it feeds them to the lexical
+/// index writer. Each round wakes the index writer's threads: one per group cost ~7 % of the
+/// daemon's CPU at 8 writers (docs/performance.md). Searches do not wait for it: a search
+/// first indexes whatever is still pending.
+const INDEX_GATHER: Duration = Duration::from_millis(10);
+
 /// How long the writer waits for a subscriber to take an event (its socket buffer full) before
 /// it drops that subscriber.
 const SUBSCRIBER_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -320,6 +326,9 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         let kb = kb.clone();
         named_thread("kbdb-indexer", move || {
             while index_rx.recv().is_ok() {
+                // Let the groups of the next few milliseconds join this round: one batch for
+                // the index writer instead of one per group (a search catches up by itself).
+                std::thread::sleep(INDEX_GATHER);
                 while index_rx.try_recv().is_ok() {}
                 kb.index_pending();
                 let _ = embed_tx.send(());
