@@ -1365,6 +1365,76 @@ mod tests {
     }
 
     #[test]
+    fn a_compaction_that_fails_after_an_upgrade_leaves_the_upgraded_database_working() {
+        use store::faults::{Errno, FaultPlan, Op, Target};
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let texts: Vec<String> = (0..400)
+            .map(|i| {
+                format!(
+                    "{} number {i}",
+                    "filler words for the content table. ".repeat(20)
+                )
+            })
+            .collect();
+        let kbids: Vec<String> = kb
+            .learn_many(
+                texts
+                    .iter()
+                    .map(|t| LearnRequest::text(t.clone()))
+                    .collect(),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap().kbid)
+            .collect();
+        drop(kb);
+        let file = tmp.path().join(store::DB_FILE);
+        {
+            let db = redb::Database::create(&file).unwrap();
+            let txn = db.begin_write().unwrap();
+            content_as_in_schema_9(&txn);
+            set_schema_version(&txn, 9);
+            txn.commit().unwrap();
+        }
+        let before = std::fs::metadata(&file).unwrap().len();
+        // A failed fsync of a migration fails the open; the first fsync whose failure the open
+        // survives is the compaction's, which runs last and whose failure is only logged.
+        let mut n = 1;
+        let (kb, dir, plan) = loop {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::copy(&file, dir.path().join(store::DB_FILE)).unwrap();
+            let plan = FaultPlan::nth(Target::Store, Op::Sync, n, Errno::Eio);
+            match Kb::open_with_io(dir.path(), plan.clone()) {
+                Ok((kb, _)) => break (kb, dir, plan),
+                Err(e) => assert!(n < 20, "every open failed, the last with {e}"),
+            }
+            n += 1;
+        };
+        assert!(n > 1, "the migrations made no fsync");
+        assert_eq!(plan.fired().len(), 1, "{:?}", plan.fired());
+        let file = dir.path().join(store::DB_FILE);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().len(),
+            before,
+            "the failed compaction left the file as it was"
+        );
+        // The migrations stand; the store reopens after the failure and serves everything.
+        assert_eq!(kb.status().unwrap().schema_version, 11);
+        let read = kb.read_sections(&[&kbids[0], &kbids[399]]).unwrap();
+        assert_eq!(read[0].content, texts[0]);
+        assert_eq!(read[1].content, texts[399]);
+        let r = kb
+            .learn(LearnRequest::text("learned after the failed compaction"))
+            .unwrap();
+        assert!(kb.check().unwrap().ok);
+        drop(kb);
+        let kb = Kb::open(dir.path()).unwrap();
+        assert_eq!(kb.read_sections(&[&r.kbid]).unwrap().len(), 1);
+        assert_eq!(kb.status().unwrap().sections, 401);
+    }
+
+    #[test]
     fn a_crowded_band_is_read_from_its_newest_sections_also_after_reopening() {
         let tmp = tempfile::tempdir().unwrap();
         let base = "the release notes describe how the storage engine writes its pages, keeps \
