@@ -1331,26 +1331,41 @@ mod tests {
         assert_eq!(kb.read_sections(&[&kbids[1]]).unwrap()[0].content, texts[1]);
     }
 
+    /// `n` distinct texts of ~1 KB each.
+    fn filler_texts(n: usize) -> Vec<String> {
+        let filler = "a sentence of filler words for the content table. ".repeat(20);
+        (0..n).map(|i| format!("{filler} number {i}")).collect()
+    }
+
+    /// A database in `dir` holding `texts` in the layout of schema 9 (before migration 0010);
+    /// their kbids.
+    fn schema_9_database(dir: &Path, texts: &[String]) -> Vec<String> {
+        let kb = Kb::open_or_create(dir).unwrap().0;
+        let kbids = kb
+            .learn_many(
+                texts
+                    .iter()
+                    .map(|t| LearnRequest::text(t.clone()))
+                    .collect(),
+            )
+            .unwrap()
+            .into_iter()
+            .map(|r| r.unwrap().kbid)
+            .collect();
+        drop(kb);
+        let db = redb::Database::create(dir.join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        content_as_in_schema_9(&txn);
+        set_schema_version(&txn, 9);
+        txn.commit().unwrap();
+        kbids
+    }
+
     #[test]
     fn upgrading_a_database_compacts_its_file() {
         let tmp = tempfile::tempdir().unwrap();
-        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-        let filler = "a sentence of filler words for the content table. ".repeat(20);
-        kb.learn_many(
-            (0..1500)
-                .map(|i| LearnRequest::text(format!("{filler} number {i}")))
-                .collect(),
-        )
-        .unwrap();
-        drop(kb);
+        schema_9_database(tmp.path(), &filler_texts(1500));
         let file = tmp.path().join(store::DB_FILE);
-        {
-            let db = redb::Database::create(&file).unwrap();
-            let txn = db.begin_write().unwrap();
-            content_as_in_schema_9(&txn);
-            set_schema_version(&txn, 9);
-            txn.commit().unwrap();
-        }
         let before = std::fs::metadata(&file).unwrap().len();
         let kb = Kb::open(tmp.path()).unwrap();
         assert_eq!(kb.status().unwrap().schema_version, 11);
@@ -1368,35 +1383,9 @@ mod tests {
     fn a_compaction_that_fails_after_an_upgrade_leaves_the_upgraded_database_working() {
         use store::faults::{Errno, FaultPlan, Op, Target};
         let tmp = tempfile::tempdir().unwrap();
-        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-        let texts: Vec<String> = (0..400)
-            .map(|i| {
-                format!(
-                    "{} number {i}",
-                    "filler words for the content table. ".repeat(20)
-                )
-            })
-            .collect();
-        let kbids: Vec<String> = kb
-            .learn_many(
-                texts
-                    .iter()
-                    .map(|t| LearnRequest::text(t.clone()))
-                    .collect(),
-            )
-            .unwrap()
-            .into_iter()
-            .map(|r| r.unwrap().kbid)
-            .collect();
-        drop(kb);
+        let texts = filler_texts(400);
+        let kbids = schema_9_database(tmp.path(), &texts);
         let file = tmp.path().join(store::DB_FILE);
-        {
-            let db = redb::Database::create(&file).unwrap();
-            let txn = db.begin_write().unwrap();
-            content_as_in_schema_9(&txn);
-            set_schema_version(&txn, 9);
-            txn.commit().unwrap();
-        }
         let before = std::fs::metadata(&file).unwrap().len();
         // A failed fsync of a migration fails the open; the first fsync whose failure the open
         // survives is the compaction's, which runs last and whose failure is only logged.
