@@ -506,19 +506,26 @@ impl Kb {
         Ok(out)
     }
 
-    /// kbids under every source key starting with `prefix`, in key order.
+    /// kbids under every source key starting with `prefix`, in key order, as of the last
+    /// commit.
     pub(crate) fn source_key_range(&self, prefix: &str) -> Result<Vec<String>> {
+        let collect = |index: &index::memory::SectionIndexes| -> Vec<String> {
+            index
+                .source_keys
+                .with_prefix(prefix)
+                .map(str::to_string)
+                .collect()
+        };
+        // Loaded for the store as it is: read it without waiting for a write in progress.
+        if self.indexes_generation.load(Ordering::Acquire) == self.store.generation()
+            && let Some(guard) = self.indexes.read()
+            && let Some(index) = guard.as_ref()
+        {
+            return Ok(collect(index));
+        }
+        // Not loaded yet, or the store was reopened since: load it, in the writers' turn.
         let turn = self.loaded_index_turn()?;
-        Ok(turn
-            .get()
-            .map(|index| {
-                index
-                    .source_keys
-                    .with_prefix(prefix)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default())
+        Ok(turn.get().map(collect).unwrap_or_default())
     }
 
     /// A document's record and ordered kbids.
@@ -1359,6 +1366,31 @@ mod tests {
         set_schema_version(&txn, 9);
         txn.commit().unwrap();
         kbids
+    }
+
+    #[test]
+    fn a_skills_listing_does_not_wait_for_a_write_in_progress() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Arc::new(Kb::open_or_create(tmp.path()).unwrap().0);
+        kb.learn(LearnRequest {
+            source: Some("skill:deploy".into()),
+            ..LearnRequest::text("Run the deploy script, then check the health page.")
+        })
+        .unwrap();
+        assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
+        // A write holds the writers' turn for its whole transaction.
+        let turn = kb.loaded_index_turn().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = {
+            let kb = kb.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(kb.source_key_range("skill:").unwrap());
+            })
+        };
+        let listed = rx.recv_timeout(std::time::Duration::from_secs(5));
+        drop(turn);
+        reader.join().unwrap();
+        assert_eq!(listed.expect("the listing waited for the write").len(), 1);
     }
 
     #[test]
