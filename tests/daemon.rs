@@ -444,6 +444,29 @@ fn subscribers_are_told_of_changes() {
 }
 
 #[test]
+fn a_search_right_after_a_learn_finds_it_while_the_indexer_gathers_groups() {
+    // The daemon's indexer feeds the lexical index some milliseconds after a write is
+    // acknowledged; a search on the same connection right after must still find it.
+    let db = TestDb::new();
+    db.learn(&["a first fact, so that the daemon runs"]);
+    let mut raw = Raw::connect(&db);
+    for i in 0..20 {
+        let word = format!("zirconium{i}");
+        let learned = raw.call_json(json!({"jsonrpc": "2.0", "id": 2 * i, "method": "learn",
+            "params": {"content": format!("a fact about {word} crystals")}}));
+        let kbid = learned["result"]["kbid"].as_str().unwrap().to_string();
+        let found = raw.call_json(json!({"jsonrpc": "2.0", "id": 2 * i + 1,
+            "method": "search", "params": {"query": word}}));
+        assert_eq!(found["result"]["total"], 1, "{found}");
+        assert_eq!(
+            found["result"]["items"][0]["kbid"],
+            kbid.as_str(),
+            "{found}"
+        );
+    }
+}
+
+#[test]
 fn sigterm_stops_the_daemon_gracefully_and_embedded_mode_is_refused_while_it_runs() {
     let db = TestDb::new();
     let kbid = db.learn(&["kept across a graceful stop"])["kbid"]
