@@ -1391,6 +1391,10 @@ mod tests {
         drop(turn);
         reader.join().unwrap();
         assert_eq!(listed.expect("the listing waited for the write").len(), 1);
+        // Opened again, the indexes are not loaded yet: the listing loads them.
+        drop(kb);
+        let kb = Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
     }
 
     #[test]
