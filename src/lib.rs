@@ -1398,6 +1398,55 @@ mod tests {
     }
 
     #[test]
+    fn a_skills_listing_after_the_store_reopened_lists_what_the_store_holds() {
+        use store::faults::{Errno, FaultPlan, Op, Target};
+        let skill = |name: &str, text: &str| LearnRequest {
+            source: Some(format!("skill:{name}")),
+            ..LearnRequest::text(text)
+        };
+        // Fail each fsync of the second skill's commit in turn. Its write reports the failure
+        // and the store reopens; when the failing fsync came after the commit's pages were
+        // written, the reopened file holds the commit anyway.
+        let mut applied = 0;
+        for k in 1.. {
+            let tmp = tempfile::tempdir().unwrap();
+            let plan = FaultPlan::new();
+            let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+            kb.learn(skill(
+                "deploy",
+                "Run the deploy script, then check the health page.",
+            ))
+            .unwrap();
+            // The listing loads the in-memory indexes.
+            assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
+            let nth = plan.count(Target::Store, Op::Sync) + k;
+            plan.fail_nth(Target::Store, Op::Sync, nth, Errno::Eio);
+            let learned = kb.learn(skill("rollback", "Revert the release tag, then redeploy."));
+            if plan.fired().is_empty() {
+                assert!(k > 1, "the commit made no fsync");
+                break;
+            }
+            assert!(
+                learned.is_err(),
+                "fsync {k} failed, yet the learn succeeded"
+            );
+            let stored = kb.status().unwrap().sections;
+            applied += usize::from(stored == 2);
+            // The indexes loaded before the reopen may not know the second skill: the listing
+            // must not trust them, and reads the store as it is now.
+            assert_eq!(
+                kb.source_key_range("skill:").unwrap().len() as u64,
+                stored,
+                "fsync {k} failed"
+            );
+        }
+        assert!(
+            applied > 0,
+            "no failed commit reached the file: the test proves nothing"
+        );
+    }
+
+    #[test]
     fn upgrading_a_database_compacts_its_file() {
         let tmp = tempfile::tempdir().unwrap();
         schema_9_database(tmp.path(), &filler_texts(1500));
