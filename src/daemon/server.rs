@@ -159,7 +159,26 @@ fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
 }
 
 fn response(id: &Value, result: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+    // Serialized from borrowed parts: no map built around the result, no copy of the id.
+    #[derive(serde::Serialize)]
+    struct Response<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a Value,
+    }
+    let line = Response {
+        jsonrpc: "2.0",
+        id,
+        result: &result,
+    };
+    serde_json::to_string(&line).unwrap_or_else(|e| {
+        error_response(
+            id,
+            OPERATION_FAILED,
+            &format!("cannot encode the result: {e}"),
+            None,
+        )
+    })
 }
 
 fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> String {
