@@ -824,3 +824,59 @@ fn dispatch(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon's shared state on a database in `dir`, without its threads, and the end of the
+    /// accept loop's wake-up socket that it reads.
+    fn state(dir: &Path) -> (Arc<State>, UnixStream) {
+        let kb = Arc::new(Kb::open_or_create(dir).unwrap().0);
+        let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
+        wake_tx.set_nonblocking(true).unwrap();
+        wake_rx.set_nonblocking(true).unwrap();
+        let state = State {
+            kb,
+            jobs: Mutex::new(None),
+            subscribers: Mutex::new(Vec::new()),
+            notified_seq: Mutex::new(0),
+            active: AtomicUsize::new(0),
+            last_activity: Mutex::new(Instant::now()),
+            stop: Arc::new(AtomicBool::new(false)),
+            build: String::new(),
+            started: Instant::now(),
+            socket: PathBuf::new(),
+            writes: AtomicU64::new(0),
+            write_groups: AtomicU64::new(0),
+            wake: wake_tx,
+        };
+        (Arc::new(state), wake_rx)
+    }
+
+    fn woken(wake_rx: &mut UnixStream) -> bool {
+        let mut byte = [0u8; 1];
+        wake_rx.read(&mut byte).is_ok()
+    }
+
+    #[test]
+    fn a_client_whose_request_panics_stops_being_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (state, mut wake_rx) = state(tmp.path());
+        // As `serve_client` does: the count moves into the client's thread.
+        let failing = ClientCount::new(&state);
+        let other = ClientCount::new(&state);
+        assert_eq!(state.active.load(Ordering::SeqCst), 2);
+        let thread = std::thread::spawn(move || {
+            let _counted = failing;
+            panic!("a request that fails by a bug");
+        });
+        assert!(thread.join().is_err(), "the thread panicked");
+        assert_eq!(state.active.load(Ordering::SeqCst), 1);
+        assert!(!woken(&mut wake_rx), "a client is still connected");
+        // The last client leaving wakes the accept loop, which then counts idle time.
+        drop(other);
+        assert_eq!(state.active.load(Ordering::SeqCst), 0);
+        assert!(woken(&mut wake_rx), "the accept loop was not woken");
+    }
+}
