@@ -127,4 +127,31 @@ mod tests {
         assert_eq!(jaccard(&a, &a), 1.0);
         assert_eq!(shingle_hashes("two words").len(), 1);
     }
+
+    #[test]
+    fn jaccard_counts_what_two_sets_share() {
+        // Sets drawn from a small range share many values, in every interleaving and length.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state = mix64(state);
+            state % 64
+        };
+        for _ in 0..500 {
+            let mut set = |n: u64| {
+                let mut v: Vec<u64> = (0..next() % n).map(|_| next()).collect();
+                v.sort_unstable();
+                v.dedup();
+                ShingleSet(v)
+            };
+            let (a, b) = (set(40), set(40));
+            let shared = a.0.iter().filter(|x| b.0.contains(x)).count();
+            let union = a.len() + b.len() - shared;
+            let expected = if union == 0 {
+                1.0
+            } else {
+                shared as f64 / union as f64
+            };
+            assert_eq!(jaccard(&a, &b), expected, "{a:?} {b:?}");
+        }
+    }
 }
