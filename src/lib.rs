@@ -1073,9 +1073,13 @@ impl Kb {
         let mut turn = self.indexes.turn()?;
         // After a reopen the store may hold a commit that reported a failure (its fsync failed
         // after its data was written): reload the indexes from the store.
+        // Cleared before the generation is recorded: a reader that sees the store's generation
+        // (`source_key_range`) then finds the indexes unloaded, never the stale ones. Only the
+        // turn's holder writes the generation.
         let generation = self.store.generation();
-        if self.indexes_generation.swap(generation, Ordering::AcqRel) != generation {
+        if self.indexes_generation.load(Ordering::Acquire) != generation {
             turn.set(None)?;
+            self.indexes_generation.store(generation, Ordering::Release);
         }
         Ok(turn)
     }
