@@ -56,7 +56,7 @@ use serde_json::{Value, json};
 
 const USAGE: &str = "usage: cargo bench --bench daemon -- [--secs 5] [--warmup 1] \
 [--writers 1,8,32] [--rounds 1] [--kbdb PATH] [--tmp DIR] [--python python3] [--fts5-writers 8] \
-[--out FILE]";
+[--out FILE] [--sections FILE]";
 
 /// Targets: acknowledged writes/s with 8 writers, and kbdb(8) / best FTS5 durable single writer.
 const TARGET_WRITES_PER_S: f64 = 100.0;
@@ -77,6 +77,8 @@ struct Args {
     python: String,
     fts5_writers: usize,
     out: Option<PathBuf>,
+    /// Contents from a `sections.py dump` (JSON lines) instead of the generated pool.
+    sections: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -92,6 +94,7 @@ fn parse_args() -> Result<Args, String> {
         out: std::env::var_os("OUT")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),
+        sections: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -136,6 +139,7 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| format!("--fts5-writers: not a number: {v}"))?;
             }
             "--out" => a.out = Some(value()?.into()),
+            "--sections" => a.sections = Some(value()?.into()),
             _ => return Err(format!("unknown argument {flag}\n{USAGE}")),
         }
     }
@@ -239,6 +243,32 @@ const ASIDES: &[&str] = &[
 struct PoolEntry {
     title: String,
     body: String,
+}
+
+/// Real sections from a `sections.py dump` file (JSON lines with `title` and `body`), those
+/// whose body has 240-700 bytes like the generated pool's, in the file's order.
+fn sections_pool(file: &Path) -> Result<Vec<PoolEntry>, BoxError> {
+    let text = fs::read_to_string(file)
+        .map_err(|e| format!("--sections: cannot read {}: {e}", file.display()))?;
+    let pool: Vec<PoolEntry> = text
+        .lines()
+        .filter_map(|line| {
+            let v: Value = serde_json::from_str(line).ok()?;
+            let title = v["title"].as_str()?.to_string();
+            let body = v["body"].as_str()?.to_string();
+            (240..=700)
+                .contains(&body.len())
+                .then_some(PoolEntry { title, body })
+        })
+        .collect();
+    if pool.is_empty() {
+        return Err(format!(
+            "--sections: {} has no section with a body of 240-700 bytes (expected `sections.py dump` JSON lines)",
+            file.display()
+        )
+        .into());
+    }
+    Ok(pool)
 }
 
 /// Realistic markdown sections: a title and 240-700 bytes of prose.
@@ -1088,7 +1118,10 @@ fn run(args: &Args) -> Result<(Value, String, bool), BoxError> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
 
-    let pool = Arc::new(content_pool(1024));
+    let pool = Arc::new(match &args.sections {
+        Some(file) => sections_pool(file)?,
+        None => content_pool(1024),
+    });
     let pool_dir = temp_dir(args, "kbdb-bench-pool-")?;
     let pool_file = pool_dir.path().join("pool.json");
     let pool_json: Vec<Value> = pool.iter().map(|p| json!([p.title, p.body])).collect();

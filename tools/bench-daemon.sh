@@ -5,7 +5,7 @@
 # writer processes), all measured in one run.
 #
 #   tools/bench-daemon.sh [--secs N] [--warmup S] [--writers 1,8,32] [--rounds N] [--tmp DIR]
-#                         [--fts5-writers 8] [--python python3] [--out FILE]
+#                         [--fts5-writers 8] [--python python3] [--out FILE] [--sections FILE]
 #
 # Steps: 1. build the release binary (cargo build --release; honours CARGO_TARGET_DIR);
 #        2. run the bench (cargo bench --bench daemon -- --kbdb TARGET/release/kbdb ARGS).
@@ -16,12 +16,14 @@
 # markdown table (config | writers | writes/s | p50 ms | p99 ms | errors), the kbdb / FTS5
 # ratios and PASS/FAIL lines for the targets (>= 100 writes/s with 8 writers; >= 2x the best
 # FTS5 durable single-writer commit rate). OUT=FILE (or --out FILE) also writes the results as
-# JSON. Exit status 1 when a run fails or stored counts differ from the acknowledged writes
-# (a missed target alone does not change it). Needs python3 with FTS5 in its sqlite3 module.
+# JSON. --sections FILE takes the writes' contents from a `sections.py dump` of a real corpus
+# (sections with 240-700-byte bodies) instead of the generated pool. Exit status 1 when a run
+# fails or stored counts differ from the acknowledged writes (a missed target alone does not
+# change it). Needs python3 with FTS5 in its sqlite3 module.
 set -euo pipefail
 
 case ${1:-} in
-  -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
 esac
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
