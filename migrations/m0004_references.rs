@@ -9,8 +9,9 @@ use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT_BY_KBID, REFS_IN, REFS_OUT, SECTION_DOCS, SECTIONS};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
-    let mut refs_out = txn.open_table(REFS_OUT)?;
-    let mut refs_in = txn.open_multimap_table(REFS_IN)?;
+    use crate::store::journal::{Logged, LoggedMultimap};
+    let mut refs_out = Logged::new(txn.open_table(REFS_OUT)?, false);
+    let mut refs_in = LoggedMultimap::new(txn.open_multimap_table(REFS_IN)?, false);
     let sections = txn.open_table(SECTIONS)?;
     let content = txn.open_table(CONTENT_BY_KBID)?;
     let section_docs = txn.open_multimap_table(SECTION_DOCS)?;

@@ -14,6 +14,7 @@ mod m0008_sync;
 mod m0009_section_bands;
 mod m0010_content_seq;
 mod m0011_source_keys_in_memory;
+mod m0012_journal;
 
 use redb::WriteTransaction;
 
@@ -80,5 +81,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "source_keys_in_memory",
         apply: m0011_source_keys_in_memory::apply,
+    },
+    Migration {
+        version: 12,
+        name: "journal",
+        apply: m0012_journal::apply,
     },
 ];

@@ -91,6 +91,12 @@ pub struct DaemonConfig {
     pub silent_daemon_wait_secs: u64,
     /// Most clients a daemon serves at once (each has a thread); one more is told so and closed.
     pub max_clients: usize,
+    /// Group commits go through the write journal (`kbdb.journal`: one sequential fsync per
+    /// group, redb made durable by a checkpoint); false: each group commits durably in redb.
+    pub journal: bool,
+    /// Milliseconds between the journal's checkpoints (a group committed durably in redb, after
+    /// which the journal starts over): what a replay after a crash applies at most.
+    pub journal_checkpoint_ms: u64,
 }
 
 impl Default for DaemonConfig {
@@ -100,6 +106,8 @@ impl Default for DaemonConfig {
             request_timeout_secs: 120,
             silent_daemon_wait_secs: 60,
             max_clients: 512,
+            journal: true,
+            journal_checkpoint_ms: 1000,
         }
     }
 }
@@ -164,6 +172,21 @@ impl Config {
         if let Some(v) = get("KBDB_DAEMON_MAX_CLIENTS") {
             self.daemon.max_clients = parse("KBDB_DAEMON_MAX_CLIENTS", v)?;
         }
+        if let Some(v) = get("KBDB_DAEMON_JOURNAL_CHECKPOINT_MS") {
+            self.daemon.journal_checkpoint_ms = parse("KBDB_DAEMON_JOURNAL_CHECKPOINT_MS", v)?;
+        }
+        if let Some(v) = get("KBDB_DAEMON_JOURNAL") {
+            self.daemon.journal = match v.trim() {
+                "1" | "true" => true,
+                "0" | "false" => false,
+                _ => {
+                    return Err(KbError::Config {
+                        file: "environment".into(),
+                        message: format!("KBDB_DAEMON_JOURNAL={v:?} is not true, false, 1 or 0"),
+                    });
+                }
+            };
+        }
         Ok(())
     }
 
@@ -185,6 +208,9 @@ impl Config {
         }
         if self.daemon.max_clients == 0 {
             return err("daemon.max_clients must be at least 1");
+        }
+        if self.daemon.journal_checkpoint_ms == 0 {
+            return err("daemon.journal_checkpoint_ms must be at least 1");
         }
         let e = &self.embedding;
         if e.dimensions == 0 || e.dimensions > u16::MAX as usize {

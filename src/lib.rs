@@ -29,7 +29,7 @@ pub mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTableMetadata};
@@ -72,6 +72,53 @@ pub struct Kb {
     vectors: vectors::engine::VectorEngine,
     /// Models and the document index of collections (src/collections/engine.rs).
     collection: collections::engine::CollectionState,
+    /// The write journal of group commits (the daemon's; None: every write commits durably in
+    /// redb). src/store/journal.rs.
+    journal: Mutex<Option<JournalState>>,
+}
+
+/// Journal bytes after which a group commits durably in redb instead (a checkpoint, as every
+/// `daemon.journal_checkpoint_ms`): bounds the journal, the commits held in redb's memory, and
+/// the replay after a crash.
+const JOURNAL_CHECKPOINT_BYTES: u64 = 64 << 20;
+
+struct JournalState {
+    journal: store::journal::Journal,
+    last_durable: Instant,
+    /// `daemon.journal_checkpoint_ms`.
+    every: std::time::Duration,
+    /// A record that may be in the journal although its transaction did not commit (the
+    /// append or the commit failed): the next commit is durable and claims this number, so a
+    /// replay skips it.
+    skip_to: Option<u64>,
+    /// The journal must start over before it takes records again (an append failed, so its
+    /// tail may be torn and would hide every later record from a replay).
+    needs_reset: bool,
+}
+
+impl JournalState {
+    fn checkpoint_due(&self) -> bool {
+        self.needs_reset
+            || self.skip_to.is_some()
+            || self.last_durable.elapsed() >= self.every
+            || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
+    }
+
+    /// Before a durable commit: claim a record that must not be replayed.
+    fn before_durable(&mut self, txn: &redb::WriteTransaction) -> Result<()> {
+        if let Some(seq) = self.skip_to {
+            let held = store::journal::applied_seq(txn)?;
+            store::journal::set_applied_seq(txn, held.max(seq))?;
+        }
+        Ok(())
+    }
+
+    /// After a durable commit: every record is in the database; the journal starts over.
+    fn after_durable(&mut self) {
+        self.skip_to = None;
+        self.last_durable = Instant::now();
+        self.needs_reset = !self.journal.reset();
+    }
 }
 
 impl Kb {
@@ -153,6 +200,7 @@ impl Kb {
                 indexes_generation: AtomicU64::new(0),
                 vectors: Default::default(),
                 collection: Default::default(),
+                journal: Mutex::new(None),
             },
             !existed,
         ))
@@ -300,9 +348,11 @@ impl Kb {
             }
         }
         let turn = self.loaded_index_turn()?;
-        let txn = self.begin_write()?;
-        let changes = {
-            let mut t = WriteTables::open(&txn, now())?;
+        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        let journaled = journal.as_ref().is_some_and(|j| !j.checkpoint_due());
+        let mut txn = self.begin_write()?;
+        let (changes, record) = {
+            let mut t = WriteTables::open_logging(&txn, now(), journaled)?;
             t.indexes = turn.get();
             t.shingle_cache = Some(&self.shingles);
             loop {
@@ -318,10 +368,38 @@ impl Kb {
                 }
             }
             t.flush()?;
-            t.take_index_changes()
+            let record = if journaled {
+                t.take_record(store::migrate::current_version())
+            } else {
+                None
+            };
+            (t.take_index_changes(), record)
         };
         if out.iter().flatten().any(|o| o.changed_something()) {
-            txn.commit()?;
+            match (journal.as_mut(), record) {
+                (Some(j), Some(record)) => {
+                    // Durable in the journal first, then visible: nothing is seen that a crash
+                    // could take back.
+                    let seq = store::journal::applied_seq(&txn)? + 1;
+                    store::journal::set_applied_seq(&txn, seq)?;
+                    txn.set_durability(Durability::None)?;
+                    if let Err(e) = j.journal.append(seq, &record) {
+                        j.needs_reset = true;
+                        j.skip_to = Some(seq);
+                        return Err(e);
+                    }
+                    if let Err(e) = txn.commit() {
+                        j.skip_to = Some(seq);
+                        return Err(e.into());
+                    }
+                }
+                (Some(j), None) => {
+                    j.before_durable(&txn)?;
+                    txn.commit()?;
+                    j.after_durable();
+                }
+                (None, _) => txn.commit()?,
+            }
             turn.apply(&changes);
         } else {
             txn.abort()?;
@@ -1127,6 +1205,37 @@ impl Kb {
         self.store.write()
     }
 
+    /// Commit the daemon's group writes through the write journal from now on (one sequential
+    /// fsync per group; redb made durable every few milliseconds). src/store/journal.rs.
+    pub fn enable_journal(&self) -> Result<()> {
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(JournalState {
+                journal: store::journal::Journal::open(&self.dir, self.plan.clone())?,
+                last_durable: Instant::now(),
+                every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
+                skip_to: None,
+                // Whatever the file holds is in the database (replayed when it opened).
+                needs_reset: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// Make every journaled write durable in redb and empty the journal (a clean stop leaves
+    /// nothing to replay).
+    pub fn checkpoint_journal(&self) -> Result<()> {
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(j) = slot.as_mut() else {
+            return Ok(());
+        };
+        let txn = self.begin_write()?;
+        j.before_durable(&txn)?;
+        txn.commit()?;
+        j.after_durable();
+        Ok(())
+    }
+
     fn begin_write(&self) -> Result<redb::WriteTransaction> {
         let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(Durability::Immediate)?;
@@ -1136,6 +1245,11 @@ impl Kb {
 
 impl Drop for Kb {
     fn drop(&mut self) {
+        if let Err(e) = self.checkpoint_journal() {
+            tracing::warn!(
+                "cannot make the journaled writes durable at close (they are replayed at the next open): {e}"
+            );
+        }
         // Best effort: a missing commit is replayed from the change log on the next open.
         if let Ok(mut l) = self.lexical.lock() {
             let _ = l.commit();
@@ -1302,7 +1416,10 @@ mod tests {
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 11);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         let mut numbered = Vec::new();
         {
             let txn = kb.db().unwrap().begin_read().unwrap();
@@ -1402,6 +1519,132 @@ mod tests {
     }
 
     #[test]
+    fn journaled_writes_come_back_from_the_journal_after_a_crash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+        kb.enable_journal().unwrap();
+        kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+        let mut kept = Vec::new();
+        for i in 0..40 {
+            let r = kb
+                .learn(LearnRequest {
+                    docid: Some(format!("notes/{}", i % 3)),
+                    tags: vec![format!("t{}", i % 4)],
+                    title: Some(format!("Note {i}")),
+                    ..LearnRequest::text(format!(
+                        "Fact {i}: the journal keeps writes; see [[notes/0]] and [[notes/{}]].",
+                        (i + 1) % 3
+                    ))
+                })
+                .unwrap();
+            kept.push(r.kbid);
+        }
+        let gone = kept.remove(7);
+        kb.unlearn(&gone).unwrap();
+        let seq = kb.status().unwrap().last_change_seq;
+        // The files as a kill -9 now would leave them (the writes after the first are only in
+        // redb's memory and the journal).
+        let journal = store::journal::read_file(&tmp.path().join(store::journal::JOURNAL_FILE));
+        assert!(
+            journal.unwrap().len() >= 40,
+            "the writes went through the journal"
+        );
+        let copy = |with_journal: bool| {
+            let d = tempfile::tempdir().unwrap();
+            std::fs::copy(
+                tmp.path().join(store::DB_FILE),
+                d.path().join(store::DB_FILE),
+            )
+            .unwrap();
+            if with_journal {
+                let j = store::journal::JOURNAL_FILE;
+                std::fs::copy(tmp.path().join(j), d.path().join(j)).unwrap();
+            }
+            d
+        };
+        // Without the journal the file alone has lost them: the journal is what keeps them.
+        let bare = copy(false);
+        assert!(Kb::open(bare.path()).unwrap().status().unwrap().sections < 39);
+        let crashed = copy(true);
+        let kb2 = Kb::open(crashed.path()).unwrap();
+        let st = kb2.status().unwrap();
+        assert_eq!((st.sections, st.last_change_seq), (39, seq));
+        for kbid in &kept {
+            kb2.retrieve(Some(kbid), None).unwrap();
+        }
+        assert!(kb2.retrieve(Some(&gone), None).is_err());
+        assert_eq!(
+            kb2.retrieve_document("notes/1").unwrap().sections.len(),
+            12,
+            "note 7 was unlearned"
+        );
+        let check = kb2.check().unwrap();
+        assert!(check.ok, "{:?}", check.errors);
+        assert_eq!(
+            kb2.search(&SearchRequest::new("journal keeps"))
+                .unwrap()
+                .total,
+            39
+        );
+        // The replay is in the database now and the journal starts over.
+        let left = store::journal::read_file(&crashed.path().join(store::journal::JOURNAL_FILE));
+        assert!(left.unwrap().is_empty());
+        drop(kb2);
+        assert_eq!(
+            Kb::open(crashed.path()).unwrap().status().unwrap().sections,
+            39
+        );
+        // A clean close makes everything durable in redb and empties the journal.
+        drop(kb);
+        let after = store::journal::read_file(&tmp.path().join(store::journal::JOURNAL_FILE));
+        assert!(after.unwrap().is_empty());
+        let bare = copy(false);
+        assert_eq!(
+            Kb::open(bare.path()).unwrap().status().unwrap().sections,
+            39
+        );
+    }
+
+    #[test]
+    fn a_journal_append_that_fails_fails_its_write_and_a_replay_skips_it() {
+        use store::faults::{Errno, FaultPlan, Op, Target};
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+        kb.enable_journal().unwrap();
+        kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+        let learn = |text: &str| kb.learn(LearnRequest::text(text));
+        let journal = tmp.path().join(store::journal::JOURNAL_FILE);
+        let records = || store::journal::read_file(&journal).unwrap();
+        learn("first: the journal starts over, so this commits durably in redb").unwrap();
+        learn("second: through the journal").unwrap();
+        assert_eq!(records().len(), 1);
+        // The third's fsync fails after its record was written whole.
+        let next_sync = plan.count(Target::Journal, Op::Sync) + 1;
+        plan.fail_nth(Target::Journal, Op::Sync, next_sync, Errno::Eio);
+        let third = "third: its journal fsync fails";
+        let err = learn(third).unwrap_err();
+        assert!(err.to_string().contains("kbdb.journal"), "{err}");
+        assert_eq!(records().len(), 2, "the failed record is in the file");
+        assert_eq!(kb.status().unwrap().sections, 2);
+        // The next write commits durably, claims the failed record's number and empties the
+        // journal; the one after goes through the journal again.
+        learn("fourth: durable in redb").unwrap();
+        assert!(records().is_empty());
+        learn("fifth: through the journal again").unwrap();
+        assert_eq!(records().len(), 1);
+        let copy = tempfile::tempdir().unwrap();
+        for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
+            std::fs::copy(tmp.path().join(f), copy.path().join(f)).unwrap();
+        }
+        let kb2 = Kb::open(copy.path()).unwrap();
+        assert_eq!(kb2.status().unwrap().sections, 4);
+        assert_eq!(kb2.search(&SearchRequest::new("fsync")).unwrap().total, 0);
+        assert_eq!(kb2.search(&SearchRequest::new("fifth")).unwrap().total, 1);
+        assert!(kb2.check().unwrap().ok);
+    }
+
+    #[test]
     fn a_skills_listing_after_the_store_reopened_lists_what_the_store_holds() {
         use store::faults::{Errno, FaultPlan, Op, Target};
         let skill = |name: &str, text: &str| LearnRequest {
@@ -1457,7 +1700,10 @@ mod tests {
         let file = tmp.path().join(store::DB_FILE);
         let before = std::fs::metadata(&file).unwrap().len();
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 11);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         let after = std::fs::metadata(&file).unwrap().len();
         // The migration rewrote every record and every content; without compaction the file
         // keeps the pages both copies took.
@@ -1498,7 +1744,10 @@ mod tests {
             "the failed compaction left the file as it was"
         );
         // The migrations stand; the store reopens after the failure and serves everything.
-        assert_eq!(kb.status().unwrap().schema_version, 11);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         let read = kb.read_sections(&[&kbids[0], &kbids[399]]).unwrap();
         assert_eq!(read[0].content, texts[0]);
         assert_eq!(read[1].content, texts[399]);
@@ -1628,7 +1877,10 @@ mod tests {
             txn.commit().unwrap();
         }
         let kb = Kb::open(tmp.path()).unwrap();
-        assert_eq!(kb.status().unwrap().schema_version, 11);
+        assert_eq!(
+            kb.status().unwrap().schema_version,
+            store::migrate::current_version()
+        );
         assert!(
             kb.db()
                 .unwrap()

@@ -3,14 +3,14 @@
 //! Targets are names (`Target::key`), resolved at read time, so a reference learned before its
 //! target resolves as soon as the target exists.
 
-use redb::{MultimapTable, ReadableMultimapTable, ReadableTable, Table};
+use redb::{ReadableMultimapTable, ReadableTable};
 
 use crate::error::Result;
 use crate::model::records::{self, DocumentRecord};
 use crate::text::markers::{self, Marker, Target};
 
-pub(crate) type RefsOut<'t> = Table<'t, (&'static str, u32), &'static [u8]>;
-pub(crate) type RefsIn<'t> = MultimapTable<'t, &'static str, &'static str>;
+pub(crate) type RefsOut<'t> = crate::store::journal::Logged<'t, (&'static str, u32), &'static [u8]>;
+pub(crate) type RefsIn<'t> = crate::store::journal::LoggedMultimap<'t, &'static str, &'static str>;
 
 /// The markers of a stored section (none for images). `base` is the document the section is
 /// learned into, for relative links.
@@ -44,7 +44,7 @@ pub(crate) fn remove_edges(
     refs_in: &mut RefsIn<'_>,
     kbid: &str,
 ) -> Result<()> {
-    let markers = forward(refs_out, kbid)?;
+    let markers = forward(&**refs_out, kbid)?;
     for (n, m) in markers.iter().enumerate() {
         refs_in.remove(m.target.key().as_str(), kbid)?;
         refs_out.remove((kbid, n as u32))?;

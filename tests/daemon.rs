@@ -220,6 +220,75 @@ fn a_daemon_killed_mid_way_loses_no_acknowledged_write() {
     );
 }
 
+/// The bytes of the database's write journal (0 when it does not exist).
+fn journal_bytes(db: &TestDb) -> u64 {
+    std::fs::metadata(db.dir.join("kbdb.journal")).map_or(0, |m| m.len())
+}
+
+#[test]
+fn writes_a_killed_daemon_held_only_in_its_journal_come_back() {
+    let db = TestDb::new();
+    // No checkpoint during the test: after the first write, every write is only in the journal
+    // (and in the killed daemon's memory).
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_JOURNAL_CHECKPOINT_MS",
+        "600000",
+        &["learn", "journal fact 0", "--tag", "journal"],
+    );
+    let mut kbids = Vec::new();
+    for i in 1..12 {
+        let r = db.learn(&[
+            &format!("journal fact {i}"),
+            "--tag",
+            "journal",
+            "--docid",
+            "j/doc",
+        ]);
+        kbids.push(r["kbid"].as_str().unwrap().to_string());
+    }
+    db.json(&["unlearn", &kbids[3]]);
+    assert!(
+        journal_bytes(&db) > 0,
+        "the writes went through the journal"
+    );
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    // The next client starts a daemon, whose open replays the journal.
+    assert_eq!(db.status()["sections"], 11);
+    let doc = db.json(&["retrieve", "--docid", "j/doc"]);
+    assert_eq!(doc["kbids"].as_array().unwrap().len(), 10, "{doc}");
+    assert_eq!(db.json(&["search", "journal fact"])["total"], 11);
+    assert_eq!(db.json(&["check"])["ok"], true);
+    let log = std::fs::read_to_string(db.dir.join("daemon.log")).unwrap();
+    assert!(log.contains("replayed the write journal"), "{log}");
+    // A clean stop leaves nothing to replay.
+    let pid = daemon_pid(&db).unwrap();
+    db.stop_daemon();
+    wait_gone(pid);
+    assert_eq!(journal_bytes(&db), 0);
+    assert_eq!(db.status()["sections"], 11);
+}
+
+#[test]
+fn a_daemon_without_the_journal_commits_each_group_in_redb() {
+    let db = TestDb::new();
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_JOURNAL",
+        "false",
+        &["learn", "redb fact 0"],
+    );
+    for i in 1..5 {
+        db.learn(&[&format!("redb fact {i}")]);
+    }
+    assert_eq!(journal_bytes(&db), 0);
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    assert_eq!(db.status()["sections"], 5);
+    assert_eq!(db.json(&["check"])["ok"], true);
+}
+
 #[test]
 fn a_stale_socket_is_replaced() {
     let (db, pid) = with_daemon("stale socket fact");

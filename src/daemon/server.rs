@@ -264,6 +264,9 @@ pub fn reply_line(id: &Value, out: std::result::Result<Value, CallError>) -> Str
 pub fn serve(db_dir: &Path) -> Result<()> {
     crate::process::disable_transparent_huge_pages();
     let kb = Arc::new(Kb::open(db_dir)?);
+    if kb.config().daemon.journal {
+        kb.enable_journal()?;
+    }
     let (sock, _) = endpoint(kb.dir())?;
     if sock.exists() {
         if UnixStream::connect(&sock).is_ok() {

@@ -25,6 +25,8 @@ pub enum Target {
     Store,
     /// The lexical index folder (`index/lexical/`).
     Index,
+    /// The daemon's write journal (`kbdb.journal`).
+    Journal,
 }
 
 /// The kind of I/O call: a write (redb `write` and `set_len`; tantivy file writes, flushes and
@@ -71,7 +73,7 @@ pub struct Fired {
 #[derive(Default)]
 struct PlanState {
     /// Calls so far, by `slot(target, op)`.
-    counts: [u64; 4],
+    counts: [u64; 6],
     /// Fail the N-th call of this target and kind (once).
     nth: Option<(Target, Op, u64, Errno)>,
     /// Disk full: every write, growth and fsync fails with ENOSPC.
@@ -87,6 +89,8 @@ fn slot(target: Target, op: Op) -> usize {
         (Target::Store, Op::Sync) => 1,
         (Target::Index, Op::Write) => 2,
         (Target::Index, Op::Sync) => 3,
+        (Target::Journal, Op::Write) => 4,
+        (Target::Journal, Op::Sync) => 5,
     }
 }
 

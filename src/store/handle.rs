@@ -459,6 +459,9 @@ fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     let mut db = Database::builder()
         .create_with_backend(backend)
         .map_err(|e| open_error(dir, &path, e))?;
+    // The journal's writes were made on this schema: they go back before any migration.
+    let schema = super::migrate::read_version(&redb::ReadableDatabase::begin_read(&db)?)?;
+    super::journal::replay(dir, &db, schema, true)?;
     super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
@@ -548,6 +551,9 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
             path.display()
         )));
     }
+    // Acknowledged writes may still be only in the journal: replay them into the view's memory
+    // (the journal file itself is left as it is).
+    super::journal::replay(dir, &db, have, false)?;
     view.sealed.store(true, Ordering::Release);
     Ok(Handle {
         db: Arc::new(db),

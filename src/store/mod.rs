@@ -4,6 +4,7 @@
 #[doc(hidden)]
 pub mod faults;
 pub mod handle;
+pub mod journal;
 pub mod migrate;
 pub mod synonyms;
 pub mod tables;

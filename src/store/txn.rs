@@ -2,25 +2,26 @@
 //! a batch of thousands of sections does not reopen tables per row) and read helpers.
 
 use redb::{
-    MultimapTable, ReadOnlyMultimapTable, ReadOnlyTable, ReadTransaction, ReadableMultimapTable,
-    ReadableTable, Table, WriteTransaction,
+    ReadOnlyMultimapTable, ReadOnlyTable, ReadTransaction, ReadableMultimapTable, ReadableTable,
+    WriteTransaction,
 };
 
+use super::journal::{Logged, LoggedMultimap, Record, TableId};
 use super::tables::*;
 use crate::error::Result;
 use crate::model::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
 
 pub struct WriteTables<'t> {
-    pub sections: Table<'t, &'static str, &'static [u8]>,
-    content: Table<'t, u64, &'static [u8]>,
+    pub sections: Logged<'t, &'static str, &'static [u8]>,
+    content: Logged<'t, u64, &'static [u8]>,
     /// The sequence the next stored content takes (read from the table's last key when first
     /// needed).
     next_content_seq: Option<u64>,
-    pub documents: Table<'t, &'static str, &'static [u8]>,
-    pub doc_sections: MultimapTable<'t, &'static str, &'static str>,
-    pub section_docs: MultimapTable<'t, &'static str, &'static str>,
-    pub tags: MultimapTable<'t, &'static str, &'static str>,
-    pub changes: Table<'t, u64, &'static [u8]>,
+    pub documents: Logged<'t, &'static str, &'static [u8]>,
+    pub doc_sections: LoggedMultimap<'t, &'static str, &'static str>,
+    pub section_docs: LoggedMultimap<'t, &'static str, &'static str>,
+    pub tags: LoggedMultimap<'t, &'static str, &'static str>,
+    pub changes: Logged<'t, u64, &'static [u8]>,
     /// The committed in-memory indexes (bands, source keys), for lookups during the write
     /// (None: not loaded for this write, which then looks nothing up in them).
     pub indexes: Option<&'t crate::index::memory::SectionIndexes>,
@@ -36,8 +37,8 @@ pub struct WriteTables<'t> {
     bands_removed: std::collections::HashSet<String>,
     /// The sections added by this transaction, by band (lookups within a batch).
     pub pending_bands: crate::index::near_dup::BandIndex,
-    pub refs_out: Table<'t, (&'static str, u32), &'static [u8]>,
-    pub refs_in: MultimapTable<'t, &'static str, &'static str>,
+    pub refs_out: Logged<'t, (&'static str, u32), &'static [u8]>,
+    pub refs_in: LoggedMultimap<'t, &'static str, &'static str>,
     next_seq: u64,
     now: String,
     /// Document manifests changed in this transaction, written once by `flush` (a batch that
@@ -46,6 +47,9 @@ pub struct WriteTables<'t> {
     dirty_documents: std::collections::HashMap<String, Option<DocumentRecord>>,
     /// The transaction, for tables only some writes use (folder sync records).
     txn: &'t WriteTransaction,
+    /// Whether the transaction was handed out (`txn`): its changes then escape the log, and
+    /// the write must commit durably instead of through the journal.
+    unlogged: std::cell::Cell<bool>,
 }
 
 impl<'t> WriteTables<'t> {
@@ -76,20 +80,26 @@ impl<'t> WriteTables<'t> {
 
     /// The transaction these tables belong to (to open a table only some writes need).
     pub fn txn(&self) -> &'t WriteTransaction {
+        self.unlogged.set(true);
         self.txn
     }
 
     pub fn open(txn: &'t WriteTransaction, now: String) -> Result<Self> {
-        let changes = txn.open_table(CHANGES)?;
+        Self::open_logging(txn, now, false)
+    }
+
+    /// `open`, recording every change for the write journal when `logging` (`take_record`).
+    pub fn open_logging(txn: &'t WriteTransaction, now: String, logging: bool) -> Result<Self> {
+        let changes = Logged::new(txn.open_table(CHANGES)?, logging);
         let next_seq = changes.last()?.map(|(k, _)| k.value() + 1).unwrap_or(1);
         Ok(WriteTables {
-            sections: txn.open_table(SECTIONS)?,
-            content: txn.open_table(CONTENT)?,
+            sections: Logged::new(txn.open_table(SECTIONS)?, logging),
+            content: Logged::new(txn.open_table(CONTENT)?, logging),
             next_content_seq: None,
-            documents: txn.open_table(DOCUMENTS)?,
-            doc_sections: txn.open_multimap_table(DOC_SECTIONS)?,
-            section_docs: txn.open_multimap_table(SECTION_DOCS)?,
-            tags: txn.open_multimap_table(TAGS)?,
+            documents: Logged::new(txn.open_table(DOCUMENTS)?, logging),
+            doc_sections: LoggedMultimap::new(txn.open_multimap_table(DOC_SECTIONS)?, logging),
+            section_docs: LoggedMultimap::new(txn.open_multimap_table(SECTION_DOCS)?, logging),
+            tags: LoggedMultimap::new(txn.open_multimap_table(TAGS)?, logging),
             changes,
             indexes: None,
             source_keys: Default::default(),
@@ -97,13 +107,37 @@ impl<'t> WriteTables<'t> {
             band_changes: Vec::new(),
             bands_removed: Default::default(),
             pending_bands: Default::default(),
-            refs_out: txn.open_table(REFS_OUT)?,
-            refs_in: txn.open_multimap_table(REFS_IN)?,
+            refs_out: Logged::new(txn.open_table(REFS_OUT)?, logging),
+            refs_in: LoggedMultimap::new(txn.open_multimap_table(REFS_IN)?, logging),
             next_seq,
             now,
             dirty_documents: std::collections::HashMap::new(),
             txn,
+            unlogged: std::cell::Cell::new(false),
         })
+    }
+
+    /// The changes recorded since `open_logging` (call after `flush`), or None when some
+    /// escaped the log (the transaction was handed out): such a write must commit durably.
+    pub fn take_record(&mut self, schema: u32) -> Option<Record> {
+        if self.unlogged.get() {
+            return None;
+        }
+        let tables = vec![
+            (TableId::Sections, self.sections.take_log()),
+            (TableId::Content, self.content.take_log()),
+            (TableId::Documents, self.documents.take_log()),
+            (TableId::DocSections, self.doc_sections.take_log()),
+            (TableId::SectionDocs, self.section_docs.take_log()),
+            (TableId::Tags, self.tags.take_log()),
+            (TableId::Changes, self.changes.take_log()),
+            (TableId::RefsOut, self.refs_out.take_log()),
+            (TableId::RefsIn, self.refs_in.take_log()),
+        ]
+        .into_iter()
+        .filter(|(_, ops)| !ops.is_empty())
+        .collect();
+        Some(Record { schema, tables })
     }
 
     /// The timestamp of this transaction (RFC 3339 UTC).
@@ -112,7 +146,7 @@ impl<'t> WriteTables<'t> {
     }
 
     pub fn section(&self, kbid: &str) -> Result<Option<SectionRecord>> {
-        get_record(&self.sections, "sections", kbid)
+        get_record(&*self.sections, "sections", kbid)
     }
 
     pub fn put_section(&mut self, kbid: &str, rec: &SectionRecord) -> Result<()> {
@@ -124,7 +158,7 @@ impl<'t> WriteTables<'t> {
     pub fn document(&self, docid: &str) -> Result<Option<DocumentRecord>> {
         match self.dirty_documents.get(docid) {
             Some(cached) => Ok(cached.clone()),
-            None => get_record(&self.documents, "documents", docid),
+            None => get_record(&*self.documents, "documents", docid),
         }
     }
 
@@ -138,7 +172,7 @@ impl<'t> WriteTables<'t> {
     /// `flush` writes.
     pub fn document_mut(&mut self, docid: &str) -> Result<&mut Option<DocumentRecord>> {
         if !self.dirty_documents.contains_key(docid) {
-            let rec = get_record(&self.documents, "documents", docid)?;
+            let rec = get_record(&*self.documents, "documents", docid)?;
             self.dirty_documents.insert(docid.to_string(), rec);
         }
         Ok(self.dirty_documents.get_mut(docid).expect("inserted above"))
@@ -175,7 +209,7 @@ impl<'t> WriteTables<'t> {
 
     /// The content a section record names (None: missing).
     pub fn content_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
-        record_content(&self.content, rec)
+        record_content(&*self.content, rec)
     }
 
     /// Store content under the next content sequence, which it returns (for the record's
@@ -197,7 +231,7 @@ impl<'t> WriteTables<'t> {
     }
 
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
-        multimap_values(&self.section_docs, kbid)
+        multimap_values(&*self.section_docs, kbid)
     }
 
     pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {

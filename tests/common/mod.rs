@@ -55,6 +55,8 @@ impl TestDb {
             "KBDB_EMBEDDED",
             "KBDB_REQUEST_TIMEOUT_SECS",
             "KBDB_SILENT_DAEMON_WAIT_SECS",
+            "KBDB_DAEMON_JOURNAL",
+            "KBDB_DAEMON_JOURNAL_CHECKPOINT_MS",
         ] {
             c.env_remove(var);
         }
@@ -186,6 +188,8 @@ pub fn kbdb_cmd() -> Command {
         .env_remove("KBDB_LOG")
         .env_remove("KBDB_EMBEDDED")
         .env_remove("KBDB_REQUEST_TIMEOUT_SECS")
+        .env_remove("KBDB_DAEMON_JOURNAL")
+        .env_remove("KBDB_DAEMON_JOURNAL_CHECKPOINT_MS")
         // Daemons of finished tests go away soon.
         .env("KBDB_DAEMON_IDLE_SECS", "5");
     c

@@ -1,0 +1,490 @@
+//! The write journal: a redo log in front of redb for the daemon's group commits
+//! (docs/storage.md, "The write journal").
+//!
+//! A group commit of the daemon writes the table changes of its transaction (every insert and
+//! removal, as the bytes redb stores) to `kbdb.journal` and fsyncs that file — one sequential
+//! append — before it commits the transaction in redb without an fsync of its own
+//! (`Durability::None`) and acknowledges the writes. Every few milliseconds a group commits
+//! durably in redb instead (a checkpoint), which makes every earlier commit durable, and the
+//! journal starts over. Each journaled transaction also records its number in `meta`
+//! (`journal_seq`), so the durable state names the last journal record it holds.
+//!
+//! Opening the database replays what redb lost: the records after the durable `journal_seq`,
+//! in order, each on exactly the state it was made on. A record is `[payload length: u32 LE]
+//! [seq: u64 LE][check: 8 bytes of SHA-256 over seq and payload][payload: postcard]`; the replay
+//! stops at the first record that is torn, fails its check or does not follow the previous
+//! one's number (bytes left from before the journal started over).
+
+use std::borrow::Borrow;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, Key, MultimapTable, MultimapTableDefinition, ReadableTable, Table, TableDefinition,
+    Value, WriteTransaction,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::faults::{FaultPlan, Op as IoOp, Target};
+use super::tables::*;
+use crate::error::{KbError, Result};
+
+/// File name of the journal inside the database folder.
+pub const JOURNAL_FILE: &str = "kbdb.journal";
+/// `meta` key of the number of the last journal record the database holds (u64 LE).
+pub const META_JOURNAL_SEQ: &str = "journal_seq";
+
+const HEADER: usize = 4 + 8 + 8;
+/// A record larger than this is not one of ours (a group holds at most `max_batch` writes).
+const MAX_RECORD: usize = 1 << 30;
+
+/// One change to one table, as the bytes redb stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    Insert(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+    /// Multimap tables: add or remove one value under a key.
+    MultiInsert(Vec<u8>, Vec<u8>),
+    MultiRemove(Vec<u8>, Vec<u8>),
+}
+
+/// The tables a group commit writes, by number in a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TableId {
+    Sections,
+    Content,
+    Documents,
+    DocSections,
+    SectionDocs,
+    Tags,
+    Changes,
+    RefsOut,
+    RefsIn,
+}
+
+/// The changes of one transaction: per table, in the order they were made (tables are
+/// independent, so only the order within a table matters).
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The schema the changes were made under: replaying them on another one is refused.
+    pub schema: u32,
+    pub tables: Vec<(TableId, Vec<Op>)>,
+}
+
+impl Record {
+    pub fn is_empty(&self) -> bool {
+        self.tables.iter().all(|(_, ops)| ops.is_empty())
+    }
+}
+
+/// A table of a write transaction that records its changes when asked to (`log` is Some).
+/// Reads go through `Deref`; changes only through the methods below, so none escapes the log.
+pub struct Logged<'t, K: Key + 'static, V: Value + 'static> {
+    table: Table<'t, K, V>,
+    log: Option<Vec<Op>>,
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> Logged<'t, K, V> {
+    pub fn new(table: Table<'t, K, V>, logging: bool) -> Self {
+        Logged {
+            table,
+            log: logging.then(Vec::new),
+        }
+    }
+
+    pub fn insert<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> std::result::Result<(), redb::StorageError> {
+        if let Some(log) = &mut self.log {
+            log.push(Op::Insert(
+                K::as_bytes(key.borrow()).as_ref().to_vec(),
+                V::as_bytes(value.borrow()).as_ref().to_vec(),
+            ));
+        }
+        self.table.insert(key, value)?;
+        Ok(())
+    }
+
+    pub fn remove<'k>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> std::result::Result<(), redb::StorageError> {
+        if let Some(log) = &mut self.log {
+            log.push(Op::Remove(K::as_bytes(key.borrow()).as_ref().to_vec()));
+        }
+        self.table.remove(key)?;
+        Ok(())
+    }
+
+    pub fn take_log(&mut self) -> Vec<Op> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> std::ops::Deref for Logged<'t, K, V> {
+    type Target = Table<'t, K, V>;
+    fn deref(&self) -> &Self::Target {
+        &self.table
+    }
+}
+
+/// A multimap table of a write transaction that records its changes when asked to.
+pub struct LoggedMultimap<'t, K: Key + 'static, V: Key + 'static> {
+    table: MultimapTable<'t, K, V>,
+    log: Option<Vec<Op>>,
+}
+
+impl<'t, K: Key + 'static, V: Key + 'static> LoggedMultimap<'t, K, V> {
+    pub fn new(table: MultimapTable<'t, K, V>, logging: bool) -> Self {
+        LoggedMultimap {
+            table,
+            log: logging.then(Vec::new),
+        }
+    }
+
+    pub fn insert<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> std::result::Result<(), redb::StorageError> {
+        if let Some(log) = &mut self.log {
+            log.push(Op::MultiInsert(
+                K::as_bytes(key.borrow()).as_ref().to_vec(),
+                V::as_bytes(value.borrow()).as_ref().to_vec(),
+            ));
+        }
+        self.table.insert(key, value)?;
+        Ok(())
+    }
+
+    pub fn remove<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> std::result::Result<(), redb::StorageError> {
+        if let Some(log) = &mut self.log {
+            log.push(Op::MultiRemove(
+                K::as_bytes(key.borrow()).as_ref().to_vec(),
+                V::as_bytes(value.borrow()).as_ref().to_vec(),
+            ));
+        }
+        self.table.remove(key, value)?;
+        Ok(())
+    }
+
+    pub fn take_log(&mut self) -> Vec<Op> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+impl<'t, K: Key + 'static, V: Key + 'static> std::ops::Deref for LoggedMultimap<'t, K, V> {
+    type Target = MultimapTable<'t, K, V>;
+    fn deref(&self) -> &Self::Target {
+        &self.table
+    }
+}
+
+fn corrupt(what: impl std::fmt::Display) -> KbError {
+    KbError::Storage(format!("cannot replay the write journal: {what}"))
+}
+
+fn apply_table<K: Key + 'static, V: Value + 'static>(
+    txn: &WriteTransaction,
+    def: TableDefinition<K, V>,
+    ops: &[Op],
+) -> Result<()> {
+    let mut t = txn.open_table(def)?;
+    for op in ops {
+        match op {
+            Op::Insert(k, v) => {
+                t.insert(K::from_bytes(k), V::from_bytes(v))?;
+            }
+            Op::Remove(k) => {
+                t.remove(K::from_bytes(k))?;
+            }
+            _ => return Err(corrupt("a multimap change to a table")),
+        }
+    }
+    Ok(())
+}
+
+fn apply_multimap<K: Key + 'static, V: Key + 'static>(
+    txn: &WriteTransaction,
+    def: MultimapTableDefinition<K, V>,
+    ops: &[Op],
+) -> Result<()> {
+    let mut t = txn.open_multimap_table(def)?;
+    for op in ops {
+        match op {
+            Op::MultiInsert(k, v) => {
+                t.insert(K::from_bytes(k), V::from_bytes(v))?;
+            }
+            Op::MultiRemove(k, v) => {
+                t.remove(K::from_bytes(k), V::from_bytes(v))?;
+            }
+            _ => return Err(corrupt("a table change to a multimap")),
+        }
+    }
+    Ok(())
+}
+
+/// Apply a record's changes inside `txn`.
+pub fn apply(txn: &WriteTransaction, record: &Record) -> Result<()> {
+    for (table, ops) in &record.tables {
+        match table {
+            TableId::Sections => apply_table(txn, SECTIONS, ops)?,
+            TableId::Content => apply_table(txn, CONTENT, ops)?,
+            TableId::Documents => apply_table(txn, DOCUMENTS, ops)?,
+            TableId::Changes => apply_table(txn, CHANGES, ops)?,
+            TableId::RefsOut => apply_table(txn, REFS_OUT, ops)?,
+            TableId::DocSections => apply_multimap(txn, DOC_SECTIONS, ops)?,
+            TableId::SectionDocs => apply_multimap(txn, SECTION_DOCS, ops)?,
+            TableId::Tags => apply_multimap(txn, TAGS, ops)?,
+            TableId::RefsIn => apply_multimap(txn, REFS_IN, ops)?,
+        }
+    }
+    Ok(())
+}
+
+/// The number of the last journal record the state of `txn` holds (0: none).
+pub fn applied_seq(txn: &WriteTransaction) -> Result<u64> {
+    let meta = txn.open_table(META)?;
+    Ok(read_seq(
+        meta.get(META_JOURNAL_SEQ)?.map(|v| v.value().to_vec()),
+    ))
+}
+
+/// Record in `txn` that its state holds the journal up to record `seq`.
+pub fn set_applied_seq(txn: &WriteTransaction, seq: u64) -> Result<()> {
+    let mut meta = txn.open_table(META)?;
+    meta.insert(META_JOURNAL_SEQ, seq.to_le_bytes().as_slice())?;
+    Ok(())
+}
+
+fn read_seq(v: Option<Vec<u8>>) -> u64 {
+    v.and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+fn check_of(seq: u64, payload: &[u8]) -> [u8; 8] {
+    let mut h = Sha256::new();
+    h.update(seq.to_le_bytes());
+    h.update(payload);
+    let d = h.finalize();
+    d[..8].try_into().expect("a SHA-256 digest has 32 bytes")
+}
+
+/// The bytes of one journal record.
+pub fn encode_record(seq: u64, record: &Record) -> Vec<u8> {
+    let payload = postcard::to_stdvec(record).expect("a journal record always encodes");
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&check_of(seq, &payload));
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// The records of a journal's bytes, in order, up to the first that is torn or fails its check.
+pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Record)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while bytes.len() - at >= HEADER {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let seq = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().expect("8 bytes"));
+        let check = &bytes[at + 12..at + 20];
+        if len > MAX_RECORD || bytes.len() - at - HEADER < len {
+            break;
+        }
+        let payload = &bytes[at + HEADER..at + HEADER + len];
+        if check != check_of(seq, payload) {
+            break;
+        }
+        match postcard::from_bytes::<Record>(payload) {
+            Ok(r) => out.push((seq, r)),
+            Err(_) => break,
+        }
+        at += HEADER + len;
+    }
+    out
+}
+
+/// Replay the journal of `dir` into `db`: the records after the durable `journal_seq`, in one
+/// durable transaction. With `reset`, the journal is then emptied (not on a read-only view,
+/// whose writes stay in memory). Returns how many records were applied.
+pub fn replay(dir: &Path, db: &Database, schema: u32, reset: bool) -> Result<u64> {
+    let path = dir.join(JOURNAL_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
+    };
+    let records = decode_records(&bytes);
+    let txn = db.begin_write()?;
+    let mut seq = applied_seq(&txn)?;
+    let mut applied = 0;
+    for (s, record) in &records {
+        if *s <= seq {
+            continue;
+        }
+        if *s != seq + 1 {
+            break; // left from before the journal started over
+        }
+        if record.schema != schema {
+            return Err(corrupt(format!(
+                "{} holds writes of schema {} and the database is at schema {schema}; \
+                 open it with the kbdb that wrote them",
+                path.display(),
+                record.schema
+            )));
+        }
+        apply(&txn, record)?;
+        seq = *s;
+        applied += 1;
+    }
+    if applied > 0 {
+        set_applied_seq(&txn, seq)?;
+        txn.commit()?;
+        tracing::info!(records = applied, "replayed the write journal");
+    } else {
+        txn.abort()?;
+    }
+    if reset && !bytes.is_empty() {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
+        f.set_len(0)
+            .and_then(|()| f.sync_data())
+            .map_err(|e| KbError::io(format!("cannot empty {}", path.display()), e))?;
+    }
+    Ok(applied)
+}
+
+/// The journal file the daemon's writer appends to.
+#[derive(Debug)]
+pub struct Journal {
+    path: PathBuf,
+    file: File,
+    /// Bytes appended since the journal last started over.
+    bytes: u64,
+    /// The fault plan of a test (None on the normal path).
+    plan: Option<FaultPlan>,
+}
+
+impl Journal {
+    pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Journal> {
+        let path = dir.join(JOURNAL_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(&path)
+            .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
+        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Journal {
+            path,
+            file,
+            bytes,
+            plan,
+        })
+    }
+
+    /// Append record `seq` and wait until it is on the disk.
+    pub fn append(&mut self, seq: u64, record: &Record) -> Result<()> {
+        let bytes = encode_record(seq, record);
+        let fault = |op, call| match &self.plan {
+            None => Ok(()),
+            Some(plan) => plan.check(Target::Journal, op, call, true),
+        };
+        fault(IoOp::Write, "write")
+            .and_then(|()| (&self.file).write_all(&bytes))
+            .and_then(|()| fault(IoOp::Sync, "sync_data"))
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
+        self.bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Start over: every record is in a durable commit of the database now. False when the
+    /// file could not be emptied (it must not take records then: see `needs_reset`).
+    pub fn reset(&mut self) -> bool {
+        if self.bytes == 0 {
+            return true;
+        }
+        // No fsync needed: records left behind are older than the database's `journal_seq`, and
+        // the next append's fsync also records the new length.
+        match self.file.set_len(0) {
+            Ok(()) => {
+                self.bytes = 0;
+                true
+            }
+            Err(e) => {
+                tracing::warn!("cannot empty {}: {e}", self.path.display());
+                false
+            }
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Read a journal file's records (tests and `check`).
+pub fn read_file(path: &Path) -> Result<Vec<(u64, Record)>> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            f.read_to_end(&mut bytes)
+                .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
+    }
+    Ok(decode_records(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: u8) -> Record {
+        Record {
+            schema: 11,
+            tables: vec![
+                (TableId::Sections, vec![Op::Insert(vec![n; 3], vec![n; 40])]),
+                (TableId::Tags, vec![Op::MultiInsert(b"t".to_vec(), vec![n])]),
+            ],
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_a_torn_or_damaged_tail_ends_them() {
+        let mut bytes = Vec::new();
+        for s in 1..=3u64 {
+            bytes.extend(encode_record(s, &record(s as u8)));
+        }
+        let all = decode_records(&bytes);
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[2], (3, record(3)));
+        // Torn anywhere inside the last record: the first two remain.
+        let last = encode_record(3, &record(3)).len();
+        for cut in 1..last {
+            assert_eq!(
+                decode_records(&bytes[..bytes.len() - cut]).len(),
+                2,
+                "cut {cut}"
+            );
+        }
+        // A flipped byte in the second record's payload ends the records before it.
+        let mut damaged = bytes.clone();
+        let second = encode_record(1, &record(1)).len() + HEADER + 2;
+        damaged[second] ^= 1;
+        assert_eq!(decode_records(&damaged).len(), 1);
+    }
+}
