@@ -414,6 +414,13 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     if let Err(e) = kb.flush_index() {
         tracing::warn!("index flush at shutdown failed (it is replayed on the next open): {e}");
     }
+    // The writer is done: make its journaled groups durable in redb, so a clean stop leaves
+    // nothing to replay (and the process exits without dropping the shared `Kb`).
+    if let Err(e) = kb.checkpoint_journal() {
+        tracing::warn!(
+            "journal checkpoint at shutdown failed (it is replayed on the next open): {e}"
+        );
+    }
     tracing::info!("daemon stopped");
     Ok(())
 }

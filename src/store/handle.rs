@@ -461,7 +461,7 @@ fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
         .map_err(|e| open_error(dir, &path, e))?;
     // The journal's writes were made on this schema: they go back before any migration.
     let schema = super::migrate::read_version(&redb::ReadableDatabase::begin_read(&db)?)?;
-    super::journal::replay(dir, &db, schema, true)?;
+    super::journal::replay(dir, &db, schema)?;
     super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
@@ -551,9 +551,8 @@ fn open_read_only(dir: &Path) -> Result<Handle> {
             path.display()
         )));
     }
-    // Acknowledged writes may still be only in the journal: replay them into the view's memory
-    // (the journal file itself is left as it is).
-    super::journal::replay(dir, &db, have, false)?;
+    // Acknowledged writes may still be only in the journal: replay them into the view's memory.
+    super::journal::replay(dir, &db, have)?;
     view.sealed.store(true, Ordering::Release);
     Ok(Handle {
         db: Arc::new(db),

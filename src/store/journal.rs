@@ -17,7 +17,7 @@
 
 use std::borrow::Borrow;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use redb::{
@@ -314,25 +314,28 @@ pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Record)> {
 }
 
 /// Replay the journal of `dir` into `db`: the records after the durable `journal_seq`, in one
-/// durable transaction. With `reset`, the journal is then emptied (not on a read-only view,
-/// whose writes stay in memory). Returns how many records were applied.
-pub fn replay(dir: &Path, db: &Database, schema: u32, reset: bool) -> Result<u64> {
+/// durable transaction. The file is left as it is: once that commit holds them, a later replay
+/// skips every record in it. Returns how many records were applied.
+pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
     let path = dir.join(JOURNAL_FILE);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
     };
+    if bytes.is_empty() {
+        return Ok(0);
+    }
     let records = decode_records(&bytes);
     let txn = db.begin_write()?;
     let mut seq = applied_seq(&txn)?;
     let mut applied = 0;
     for (s, record) in &records {
         if *s <= seq {
-            continue;
+            continue; // in the database already, or left from before the journal started over
         }
         if *s != seq + 1 {
-            break; // left from before the journal started over
+            break;
         }
         if record.schema != schema {
             return Err(corrupt(format!(
@@ -353,85 +356,111 @@ pub fn replay(dir: &Path, db: &Database, schema: u32, reset: bool) -> Result<u64
     } else {
         txn.abort()?;
     }
-    if reset && !bytes.is_empty() {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
-        f.set_len(0)
-            .and_then(|()| f.sync_data())
-            .map_err(|e| KbError::io(format!("cannot empty {}", path.display()), e))?;
-    }
     Ok(applied)
 }
 
-/// The journal file the daemon's writer appends to.
+/// The file grows by this much at a time, written with zeros, so that an append's fsync has no
+/// file size or block allocation to write besides the record (ext4 writes the inode otherwise).
+const GROW: u64 = 1 << 20;
+
+/// The journal file the daemon's writer appends to. Records are written from the start of the
+/// file again after each checkpoint, over older ones (which a replay skips by their number);
+/// the file is emptied when the database closes cleanly.
 #[derive(Debug)]
 pub struct Journal {
     path: PathBuf,
     file: File,
-    /// Bytes appended since the journal last started over.
-    bytes: u64,
+    /// Where the next record goes: the bytes written since the journal last started over.
+    offset: u64,
+    /// The file's length (zeros past the records written).
+    len: u64,
     /// The fault plan of a test (None on the normal path).
     plan: Option<FaultPlan>,
 }
 
 impl Journal {
+    /// Open the journal of `dir`. Its records must all be in the database (the open replayed
+    /// them) before the first `append`, which overwrites them: the caller commits durably first.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Journal> {
         let path = dir.join(JOURNAL_FILE);
         let file = OpenOptions::new()
             .create(true)
-            .append(true)
+            .truncate(false)
             .read(true)
+            .write(true)
             .open(&path)
             .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
-        let bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let len = file
+            .metadata()
+            .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?
+            .len();
         Ok(Journal {
             path,
             file,
-            bytes,
+            offset: 0,
+            len,
             plan,
         })
     }
 
     /// Append record `seq` and wait until it is on the disk.
     pub fn append(&mut self, seq: u64, record: &Record) -> Result<()> {
+        use std::os::unix::fs::FileExt;
         let bytes = encode_record(seq, record);
+        let end = self.offset + bytes.len() as u64;
         let fault = |op, call| match &self.plan {
             None => Ok(()),
             Some(plan) => plan.check(Target::Journal, op, call, true),
         };
-        fault(IoOp::Write, "write")
-            .and_then(|()| (&self.file).write_all(&bytes))
-            .and_then(|()| fault(IoOp::Sync, "sync_data"))
-            .and_then(|()| self.file.sync_data())
-            .map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
-        self.bytes += bytes.len() as u64;
+        let grow = |len: u64| -> std::io::Result<u64> {
+            if end <= len {
+                return Ok(len);
+            }
+            let new_len = end.div_ceil(GROW) * GROW;
+            fault(IoOp::Write, "write")?;
+            // One page per call: the page cache keeps the folio size of the write that filled
+            // it, and a record written into a 2 MiB folio would make its fsync write all 2 MiB.
+            let page = [0u8; 4096];
+            let mut at = len;
+            while at < new_len {
+                let n = (new_len - at).min(page.len() as u64) as usize;
+                self.file.write_all_at(&page[..n], at)?;
+                at += n as u64;
+            }
+            Ok(new_len)
+        };
+        let r = grow(self.len).and_then(|len| {
+            self.len = len;
+            fault(IoOp::Write, "write")?;
+            self.file.write_all_at(&bytes, self.offset)?;
+            fault(IoOp::Sync, "sync_data")?;
+            self.file.sync_data()
+        });
+        r.map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
+        self.offset = end;
         Ok(())
     }
 
-    /// Start over: every record is in a durable commit of the database now. False when the
-    /// file could not be emptied (it must not take records then: see `needs_reset`).
-    pub fn reset(&mut self) -> bool {
-        if self.bytes == 0 {
-            return true;
-        }
-        // No fsync needed: records left behind are older than the database's `journal_seq`, and
-        // the next append's fsync also records the new length.
+    /// Start over: every record is in a durable commit of the database now, so the next one
+    /// may overwrite them.
+    pub fn reset(&mut self) {
+        self.offset = 0;
+    }
+
+    /// Empty the file (the database is closing and every record is in a durable commit).
+    pub fn truncate(&mut self) {
         match self.file.set_len(0) {
             Ok(()) => {
-                self.bytes = 0;
-                true
+                self.offset = 0;
+                self.len = 0;
             }
-            Err(e) => {
-                tracing::warn!("cannot empty {}: {e}", self.path.display());
-                false
-            }
+            Err(e) => tracing::warn!("cannot empty {}: {e}", self.path.display()),
         }
     }
 
+    /// Bytes of records since the journal last started over.
     pub fn bytes(&self) -> u64 {
-        self.bytes
+        self.offset
     }
 }
 
