@@ -255,6 +255,36 @@ mod tests {
     }
 
     #[test]
+    fn the_journal_settings_are_read_and_checked() {
+        let c: Config =
+            toml::from_str("[daemon]\njournal = false\njournal_checkpoint_ms = 50\n").unwrap();
+        assert_eq!(
+            (c.daemon.journal, c.daemon.journal_checkpoint_ms),
+            (false, 50)
+        );
+        let c: Config = toml::from_str("[daemon]\njournal_checkpoint_ms = 0\n").unwrap();
+        let e = c.validate(Path::new("worker.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("daemon.journal_checkpoint_ms must be at least 1"),
+            "{e}"
+        );
+        let mut c = Config::default();
+        assert!(c.daemon.journal);
+        c.apply_env(|k| (k == "KBDB_DAEMON_JOURNAL").then(|| "0".to_string()))
+            .unwrap();
+        assert!(!c.daemon.journal);
+        let e = c
+            .apply_env(|k| (k == "KBDB_DAEMON_JOURNAL").then(|| "maybe".to_string()))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("KBDB_DAEMON_JOURNAL=\"maybe\" is not true, false, 1 or 0"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn a_daemon_without_room_for_any_client_is_refused_naming_the_setting() {
         let c: Config = toml::from_str("[daemon]\nmax_clients = 0\n").unwrap();
         let e = c.validate(Path::new("worker.toml")).unwrap_err();
