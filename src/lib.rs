@@ -94,12 +94,12 @@ struct JournalState {
     /// A durable commit must come before the next record (an append failed, and its torn
     /// record could hide the next ones from a replay; or the journal was just opened and holds
     /// records the next ones overwrite).
-    needs_reset: bool,
+    durable_first: bool,
 }
 
 impl JournalState {
     fn checkpoint_due(&self) -> bool {
-        self.needs_reset
+        self.durable_first
             || self.skip_to.is_some()
             || self.last_durable.elapsed() >= self.every
             || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
@@ -117,7 +117,7 @@ impl JournalState {
     /// After a durable commit: every record is in the database; the journal starts over.
     fn after_durable(&mut self) {
         self.skip_to = None;
-        self.needs_reset = false;
+        self.durable_first = false;
         self.last_durable = Instant::now();
         self.journal.reset();
     }
@@ -378,15 +378,23 @@ impl Kb {
             (t.take_index_changes(), record)
         };
         if out.iter().flatten().any(|o| o.changed_something()) {
-            match (journal.as_mut(), record) {
-                (Some(j), Some(record)) => {
+            // The record's bytes, unless the group commits durably in redb (a checkpoint, a
+            // write the record does not cover, or a record too large for a replay).
+            let encoded = match record {
+                Some(record) => {
+                    let seq = store::journal::applied_seq(&txn)? + 1;
+                    store::journal::encode_record(seq, &record).map(|bytes| (seq, bytes))
+                }
+                None => None,
+            };
+            match (journal.as_mut(), encoded) {
+                (Some(j), Some((seq, bytes))) => {
                     // Durable in the journal first, then visible: nothing is seen that a crash
                     // could take back.
-                    let seq = store::journal::applied_seq(&txn)? + 1;
                     store::journal::set_applied_seq(&txn, seq)?;
                     txn.set_durability(Durability::None)?;
-                    if let Err(e) = j.journal.append(seq, &record) {
-                        j.needs_reset = true;
+                    if let Err(e) = j.journal.append(&bytes) {
+                        j.durable_first = true;
                         j.skip_to = Some(seq);
                         return Err(e);
                     }
@@ -1208,7 +1216,8 @@ impl Kb {
     }
 
     /// Commit the daemon's group writes through the write journal from now on (one sequential
-    /// fsync per group; redb made durable every few milliseconds). src/store/journal.rs.
+    /// fsync per group; redb made durable every `daemon.journal_checkpoint_ms`).
+    /// src/store/journal.rs.
     pub fn enable_journal(&self) -> Result<()> {
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
@@ -1218,7 +1227,7 @@ impl Kb {
                 every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
                 skip_to: None,
                 // Whatever the file holds is in the database (replayed when it opened).
-                needs_reset: true,
+                durable_first: true,
             });
         }
         Ok(())
@@ -1602,6 +1611,35 @@ mod tests {
             Kb::open(bare.path()).unwrap().status().unwrap().sections,
             39
         );
+    }
+
+    #[test]
+    fn a_full_disk_still_reads_the_writes_only_the_journal_holds() {
+        use store::faults::FaultPlan;
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+        kb.enable_journal().unwrap();
+        kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+        let kbids: Vec<String> = ["durable in redb", "journaled one", "journaled two"]
+            .into_iter()
+            .map(|text| kb.learn(LearnRequest::text(text)).unwrap().kbid)
+            .collect();
+        // The disk fills: the checkpoint fails, and the store reopens read-only. The view must
+        // replay the journal, or it would show the first write only.
+        plan.fill_disk();
+        assert!(kb.checkpoint_journal().is_err());
+        assert_eq!(kb.status().unwrap().sections, 3);
+        for kbid in &kbids {
+            kb.retrieve(Some(kbid), None).unwrap();
+        }
+        assert!(kb.learn(LearnRequest::text("refused")).is_err());
+        // Space is back: the writable store replays them for good.
+        plan.free_disk();
+        kb.learn(LearnRequest::text("after the disk was full"))
+            .unwrap();
+        assert_eq!(kb.status().unwrap().sections, 4);
+        assert!(kb.check().unwrap().ok);
     }
 
     #[test]

@@ -278,15 +278,25 @@ fn check_of(seq: u64, payload: &[u8]) -> [u8; 8] {
     d[..8].try_into().expect("a SHA-256 digest has 32 bytes")
 }
 
-/// The bytes of one journal record.
-pub fn encode_record(seq: u64, record: &Record) -> Vec<u8> {
-    let payload = postcard::to_stdvec(record).expect("a journal record always encodes");
-    let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.extend_from_slice(&check_of(seq, &payload));
-    out.extend_from_slice(&payload);
-    out
+/// The bytes of one journal record, or None when its payload is larger than a replay accepts
+/// (`MAX_RECORD`: a group of many large writes); such a group must commit durably instead.
+pub fn encode_record(seq: u64, record: &Record) -> Option<Vec<u8>> {
+    encode_record_within(seq, record, MAX_RECORD)
+}
+
+fn encode_record_within(seq: u64, record: &Record, max: usize) -> Option<Vec<u8>> {
+    // The payload goes straight after room for the header, which is filled in afterwards.
+    let out = postcard::to_extend(record, vec![0u8; HEADER]).expect("a record always encodes");
+    let len = out.len() - HEADER;
+    if len > max {
+        return None;
+    }
+    let mut out = out;
+    let check = check_of(seq, &out[HEADER..]);
+    out[..4].copy_from_slice(&(len as u32).to_le_bytes());
+    out[4..12].copy_from_slice(&seq.to_le_bytes());
+    out[12..HEADER].copy_from_slice(&check);
+    Some(out)
 }
 
 /// The records of a journal's bytes, in order, up to the first that is torn or fails its check.
@@ -403,10 +413,9 @@ impl Journal {
         })
     }
 
-    /// Append record `seq` and wait until it is on the disk.
-    pub fn append(&mut self, seq: u64, record: &Record) -> Result<()> {
+    /// Append a record (`encode_record`) and wait until it is on the disk.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
         use std::os::unix::fs::FileExt;
-        let bytes = encode_record(seq, record);
         let end = self.offset + bytes.len() as u64;
         let fault = |op, call| match &self.plan {
             None => Ok(()),
@@ -432,7 +441,7 @@ impl Journal {
         let r = grow(self.len).and_then(|len| {
             self.len = len;
             fault(IoOp::Write, "write")?;
-            self.file.write_all_at(&bytes, self.offset)?;
+            self.file.write_all_at(bytes, self.offset)?;
             fault(IoOp::Sync, "sync_data")?;
             self.file.sync_data()
         });
@@ -464,7 +473,7 @@ impl Journal {
     }
 }
 
-/// Read a journal file's records (tests and `check`).
+/// Read a journal file's records (for tests).
 pub fn read_file(path: &Path) -> Result<Vec<(u64, Record)>> {
     let mut bytes = Vec::new();
     match File::open(path) {
@@ -496,13 +505,13 @@ mod tests {
     fn records_round_trip_and_a_torn_or_damaged_tail_ends_them() {
         let mut bytes = Vec::new();
         for s in 1..=3u64 {
-            bytes.extend(encode_record(s, &record(s as u8)));
+            bytes.extend(encode_record(s, &record(s as u8)).unwrap());
         }
         let all = decode_records(&bytes);
         assert_eq!(all.len(), 3);
         assert_eq!(all[2], (3, record(3)));
         // Torn anywhere inside the last record: the first two remain.
-        let last = encode_record(3, &record(3)).len();
+        let last = encode_record(3, &record(3)).unwrap().len();
         for cut in 1..last {
             assert_eq!(
                 decode_records(&bytes[..bytes.len() - cut]).len(),
@@ -512,8 +521,15 @@ mod tests {
         }
         // A flipped byte in the second record's payload ends the records before it.
         let mut damaged = bytes.clone();
-        let second = encode_record(1, &record(1)).len() + HEADER + 2;
+        let second = encode_record(1, &record(1)).unwrap().len() + HEADER + 2;
         damaged[second] ^= 1;
         assert_eq!(decode_records(&damaged).len(), 1);
+    }
+
+    #[test]
+    fn a_record_larger_than_a_replay_accepts_is_not_encoded() {
+        let big = encode_record(1, &record(1)).unwrap().len() - HEADER;
+        assert!(encode_record_within(1, &record(1), big).is_some());
+        assert!(encode_record_within(1, &record(1), big - 1).is_none());
     }
 }
