@@ -15,6 +15,7 @@ mod m0009_section_bands;
 mod m0010_content_seq;
 mod m0011_source_keys_in_memory;
 mod m0012_journal;
+mod m0013_collect_detached;
 
 use redb::WriteTransaction;
 
@@ -86,5 +87,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "journal",
         apply: m0012_journal::apply,
+    },
+    Migration {
+        version: 13,
+        name: "collect_detached",
+        apply: m0013_collect_detached::apply,
     },
 ];

@@ -475,7 +475,7 @@ fn a_plain_layout_is_migrated_in_place_or_into_a_new_database() {
 }
 
 #[test]
-fn gc_keeps_standalone_sections_and_removes_abandoned_ones() {
+fn a_detached_section_leaves_at_once_and_a_standalone_one_stays() {
     let db = TestDb::new();
     let fact = db.learn(&["a standalone fact"])["kbid"]
         .as_str()
@@ -497,14 +497,7 @@ fn gc_keeps_standalone_sections_and_removes_abandoned_ones() {
             .any(|k| k == &two)
     );
 
-    let (code, check) = run_json(&db, &["check"]);
-    assert_eq!(code, 7);
-    assert_eq!(check["errors"][0]["type"], "orphan_section");
-    assert_eq!(check["errors"][0]["entity"], two);
-
-    let r = db.json(&["gc"]);
-    assert_eq!(r["removed_sections"], 1);
-    assert_eq!(r["removed_bytes"], "## Two\n\ntwo".len());
+    // The detached section left with the write that detached it: nothing for gc to do.
     let (code, _) = run_json(&db, &["retrieve", "--kbid", &two]);
     assert_eq!(code, 4);
     db.json(&["retrieve", "--kbid", &fact]);
@@ -852,4 +845,62 @@ fn import_of_a_folder_that_is_not_a_layout_is_refused_and_writes_nothing() {
             .contains("format_version 9")
     );
     assert_eq!(db.status()["sections"], 0);
+}
+
+mod upgrade {
+    //! Databases written before detached sections were collected at once.
+    use super::*;
+    use kbdb::store::tables::*;
+    use redb::{ReadableDatabase, ReadableTable};
+
+    #[test]
+    fn an_upgrade_collects_the_sections_an_older_kbdb_left_detached() {
+        let db = TestDb::new();
+        let fact = db.learn(&["a standalone fact about quokkas"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let doc = db.learn(&["# Notes\n\nwombats burrow deeply", "--docid", "notes"]);
+        let kbid = doc["kbid"].as_str().unwrap().to_string();
+        db.learn(&["# Other\n\nkeeps the document alive", "--docid", "notes"]);
+        db.stop_daemon();
+        // What an older kbdb left behind: the section lost its document but stayed stored,
+        // at schema version 12.
+        {
+            let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
+            let txn = store.begin_write().unwrap();
+            {
+                let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
+                sd.remove(kbid.as_str(), "notes").unwrap();
+                let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
+                ds.remove("notes", kbid.as_str()).unwrap();
+                let mut docs = txn.open_table(DOCUMENTS).unwrap();
+                let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
+                let mut rec: kbdb::model::records::DocumentRecord =
+                    kbdb::model::records::decode("documents", "notes", &bytes).unwrap();
+                rec.kbids.retain(|k| k != &kbid);
+                docs.insert("notes", kbdb::model::records::encode(&rec).as_slice())
+                    .unwrap();
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(META_SCHEMA_VERSION, 12u32.to_le_bytes().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+            let r = store.begin_read().unwrap();
+            assert!(
+                r.open_table(SECTIONS)
+                    .unwrap()
+                    .get(kbid.as_str())
+                    .unwrap()
+                    .is_some()
+            );
+        }
+        let (code, _) = run_json(&db, &["retrieve", "--kbid", &kbid]);
+        assert_eq!(code, 4, "the upgrade collects the detached section");
+        let found = db.json(&["search", "wombats"]);
+        assert_eq!(found["items"].as_array().unwrap().len(), 0, "{found}");
+        db.json(&["retrieve", "--kbid", &fact]);
+        let (code, check) = run_json(&db, &["check"]);
+        assert_eq!(code, 0, "{check}");
+    }
 }

@@ -577,7 +577,7 @@ pub enum DocAction {
     },
     /// Show a document: metadata, model, outline and content
     Show { docid: String },
-    /// Delete a document (its sections become collectable by gc)
+    /// Delete a document (its sections leave with it, unless held elsewhere or learned on their own)
     Delete { docid: String },
 }
 

@@ -220,8 +220,8 @@ pub fn definitions() -> Vec<Value> {
             "delete_document",
             "Delete Document",
             "Delete a document from the collection permanently. Cannot be undone except through \
-             version control (or an export). Its sections stay until `gc` when nothing else \
-             holds them.",
+             version control (or an export). Its sections leave search with it, except those \
+             another document holds or that were learned on their own.",
             object(json!({"pathId": path_id}), &["pathId"]),
             Hints(false, true, true, false),
         ),

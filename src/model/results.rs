@@ -170,8 +170,8 @@ pub struct DocumentLearnResult {
     pub sections: Vec<DocumentLearnSection>,
     pub added: usize,
     pub unchanged: usize,
-    /// Sections that were in the document before and are not any more (collectable by gc
-    /// unless they belong elsewhere).
+    /// Sections that were in the document before and are not any more (removed with this
+    /// write unless another document holds them or they were learned on their own).
     pub detached: Vec<String>,
     /// As in `LearnResult`: the embedding of new sections failed or is failing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

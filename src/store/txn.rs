@@ -45,6 +45,10 @@ pub struct WriteTables<'t> {
     /// appends many sections to one document must not rewrite its manifest per section).
     /// `None` = removed.
     dirty_documents: std::collections::HashMap<String, Option<DocumentRecord>>,
+    /// Sections that lost a document in this transaction: `flush` collects those that no
+    /// document holds any more and that were never learned on their own, so detached text
+    /// leaves search in the transaction that detached it (docs/decisions.md).
+    maybe_detached: std::collections::BTreeSet<String>,
     /// The transaction, for tables only some writes use (folder sync records).
     txn: &'t WriteTransaction,
     /// Whether the transaction was handed out (`txn`): its changes then escape the log, and
@@ -112,6 +116,7 @@ impl<'t> WriteTables<'t> {
             next_seq,
             now,
             dirty_documents: std::collections::HashMap::new(),
+            maybe_detached: Default::default(),
             txn,
             unlogged: std::cell::Cell::new(false),
         })
@@ -183,8 +188,10 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Write the changed document manifests. Call before the transaction commits.
+    /// Collect the sections this transaction detached, then write the changed document
+    /// manifests. Call before the transaction commits.
     pub fn flush(&mut self) -> Result<()> {
+        self.collect_detached()?;
         for (docid, rec) in std::mem::take(&mut self.dirty_documents) {
             match rec {
                 Some(rec) => {
@@ -246,7 +253,26 @@ impl<'t> WriteTables<'t> {
         self.doc_sections.remove(docid, kbid)?;
         self.section_docs.remove(kbid, docid)?;
         self.log(ChangeKind::SectionChanged, kbid)?;
+        self.maybe_detached.insert(kbid.to_string());
         Ok(())
+    }
+
+    /// Remove every section that lost a document in this transaction, is held by no document
+    /// now and was never learned on its own (the user's memory is never collected). Returns
+    /// the kbids removed.
+    pub fn collect_detached(&mut self) -> Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for kbid in std::mem::take(&mut self.maybe_detached) {
+            let Some(rec) = self.section(&kbid)? else {
+                continue;
+            };
+            if rec.standalone || self.section_docs.get(kbid.as_str())?.next().is_some() {
+                continue;
+            }
+            crate::unlearn::remove_section(self, &kbid)?;
+            removed.push(kbid);
+        }
+        Ok(removed)
     }
 
     /// Record that this transaction stores `kbid` under the source key `key`.
