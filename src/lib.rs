@@ -696,8 +696,8 @@ impl Kb {
         Ok(true)
     }
 
-    /// Remove a document (its manifest and memberships); its sections stay — those no other
-    /// document holds and not learned on their own become collectable by `gc`.
+    /// Remove a document (its manifest and memberships); its sections that no other document
+    /// holds and that were not learned on their own are removed with it.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {
         model::validate::validate_docid(docid)?;
         let txn = self.begin_write()?;
@@ -985,15 +985,21 @@ impl Kb {
             store::synonyms::add(&txn, term, synonyms)?;
             result.synonyms_imported += 1;
         }
+        let paused = match plan.vectors {
+            Some(_) => Some(self.pause_embedder()?),
+            None => None,
+        };
         txn.commit()?;
         turn.apply(&changes);
+        if let (Some((meta, idx)), Some(paused)) = (&plan.vectors, &paused) {
+            result.vectors_reused =
+                self.reuse_imported_vectors(meta, idx, &imported_kbids, paused)?;
+        }
+        drop(paused);
         self.index_committed_changes();
         if let Some(models) = &plan.models {
             self.models_load(models)?;
             result.models_imported = true;
-        }
-        if let Some((meta, idx)) = &plan.vectors {
-            result.vectors_reused = self.reuse_imported_vectors(meta, idx, &imported_kbids)?;
         }
         if self.embedding_configured() {
             let _ = self.embed_pending(); // failures stay pending (status)

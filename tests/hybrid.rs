@@ -265,24 +265,15 @@ fn a_failing_provider_flags_the_learn_and_keeps_the_section() {
     let s = db.json(&["--embedded", "status"]);
     assert!(s["vectors"]["pending_changes"].as_u64().unwrap() > 0, "{s}");
 
-    // A vector search while the provider is down fails clearly (its query cannot be embedded).
-    let out = db
-        .cmd()
-        .args([
-            "--embedded",
-            "search",
-            "--mode",
-            "hybrid",
-            "database",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    // A vector search while the provider is down answers lexically and says why.
+    let r = db.json(&["--embedded", "search", "--mode", "hybrid", "postgres"]);
+    assert_eq!(r["retrieval_method"], "lexical", "{r}");
+    assert_eq!(r["search_mode"], "hybrid", "{r}");
+    assert_eq!(kbids(&r).len(), 1, "{r}");
+    let warning = r["warnings"][0].as_str().unwrap();
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("cannot embed the query"),
-        "{out:?}"
+        warning.starts_with("embedding_unavailable:") && warning.contains("cannot embed the query"),
+        "{r}"
     );
 
     // The provider recovers: the next vector search embeds what waited and finds it.
@@ -443,4 +434,51 @@ fn a_hybrid_search_needs_no_extra_thread() {
         assert_eq!(v["result"]["items"], before["result"]["items"]);
     }
     drop(limit);
+}
+
+/// An `[embedding]` section for an API nobody answers (a port that was just closed).
+fn unreachable_api_toml() -> String {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    format!(
+        "[embedding]\nprovider = \"api\"\napi_url = \"http://127.0.0.1:{port}/v1\"\nmodel = \"m\"\ndimensions = 8\napi_timeout_secs = 2\napi_max_retries = 1\n"
+    )
+}
+
+#[test]
+fn an_unreachable_embedding_api_degrades_search_to_lexical_and_flags_the_first_learn() {
+    let db = TestDb::new();
+    std::fs::write(db.dir.join("worker.toml"), unreachable_api_toml()).unwrap();
+    // The first learn through a fresh daemon already knows the provider is down.
+    let r = db.learn(&["We chose Postgres because of JSONB."]);
+    assert_eq!(r["vector_embedding_failed"], true, "{r}");
+    for mode in ["hybrid", "vector"] {
+        let out = db
+            .cmd()
+            .args(["search", "--mode", mode, "postgres", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{mode}: {out:?}");
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["retrieval_method"], "lexical", "{r}");
+        assert_eq!(kbids(&r).len(), 1, "{r}");
+        assert!(
+            r["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w.as_str().unwrap().starts_with("embedding_unavailable:")),
+            "{r}"
+        );
+    }
+    // Through MCP as well: a result, not an error.
+    let mut mcp = common::mcp::McpChild::start(&db);
+    let r = mcp.tool_ok(
+        "search",
+        serde_json::json!({"query": "postgres", "mode": "hybrid"}),
+    );
+    assert_eq!(r["retrieval_method"], "lexical", "{r}");
+    mcp.close();
 }

@@ -337,6 +337,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     let (embed_tx, embed_rx) = mpsc::channel::<()>();
     let embedder = if kb.embedding_configured() {
         let kb = kb.clone();
+        kb.expect_embedding_probe();
         let _ = embed_tx.send(());
         Some(named_thread("kbdb-embedder", move || {
             embed_loop(&kb, embed_rx)
@@ -523,6 +524,8 @@ fn named_thread(
 /// Embed pending sections whenever the indexer signals, retrying a failing provider with
 /// exponential backoff (1 s doubling to 60 s) while sections wait. Ends when the indexer does.
 fn embed_loop(kb: &Kb, signals: mpsc::Receiver<()>) {
+    // Know first whether the provider works, so the first learn can say it does not.
+    kb.probe_embedding();
     let mut backoff: Option<Duration> = None;
     loop {
         let next = match backoff {

@@ -393,6 +393,34 @@ impl EmbeddingProvider for ApiProvider {
         self.dimensions
     }
 
+    /// One request for one short text, without retries: a provider that is down is known in
+    /// one connection attempt (or one `api_timeout_secs`).
+    fn probe(&self) -> Result<(), EmbedError> {
+        let once = || -> Result<(), EmbedError> {
+            let client = self.client()?;
+            let body =
+                serde_json::to_vec(&serde_json::json!({ "model": self.model, "input": ["kbdb"] }))
+                    .map_err(|e| EmbedError::Failed(format!("cannot encode the request: {e}")))?;
+            match self.attempt(client, &body, 1) {
+                Ok(_) => Ok(()),
+                Err(Attempt::Fatal(message)) | Err(Attempt::Transient { message, .. }) => {
+                    Err(EmbedError::Failed(message))
+                }
+            }
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return once();
+        }
+        // As in `embed`: no blocking HTTP inside a runtime context.
+        std::thread::scope(|scope| {
+            scope.spawn(once).join().unwrap_or_else(|_| {
+                Err(EmbedError::Failed(
+                    "the embedding probe thread panicked".into(),
+                ))
+            })
+        })
+    }
+
     fn model_name(&self) -> &str {
         &self.model
     }

@@ -32,6 +32,11 @@ pub trait EmbeddingProvider: Send + Sync {
     fn max_batch(&self) -> usize {
         64
     }
+    /// Whether the provider can embed now, asked as cheaply as it can be: one request without
+    /// retries for a remote API. A local model that loaded works.
+    fn probe(&self) -> Result<(), EmbedError> {
+        Ok(())
+    }
 }
 
 /// Scale `v` to unit length (left as is when it is all zeros).

@@ -2,6 +2,7 @@
 //! matrix, the embedder rounds, vector and hybrid search, and rebuild and status parts.
 
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use redb::{ReadableDatabase, ReadableTable};
 
@@ -29,7 +30,17 @@ pub struct VectorEngine {
     embed_lock: Mutex<()>,
     /// The last embedding failure, cleared by the next success.
     last_error: Mutex<Option<String>>,
+    /// Whether any embedding attempt (or the provider probe) has finished, so `last_error`
+    /// says whether the provider works.
+    health_known: std::sync::atomic::AtomicBool,
+    /// Whether a probe was started (the daemon's embedder); writes wait for its answer only
+    /// then.
+    probing: std::sync::atomic::AtomicBool,
 }
+
+/// How long the first write of a process waits for the provider probe to finish, so that it
+/// can say `vector_embedding_failed` when the provider is down (docs/vectors.md).
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn poisoned<T>(_: T) -> KbError {
     KbError::Storage("vector state lock poisoned by an earlier panic".into())
@@ -142,7 +153,12 @@ impl Kb {
                 provider.as_ref(),
                 &self.vectors.matrix,
             );
-            self.note_embedding(r.as_ref().map(|_| ()));
+            // A round that asked the provider nothing says nothing about it (a probe's failure
+            // must stand until a real request succeeds).
+            match &r {
+                Ok(round) if round.embedded == 0 && round.failed.is_empty() => {}
+                _ => self.note_embedding(r.as_ref().map(|_| ())),
+            }
             let round = r?;
             done += embedder::CHANGES_PER_ROUND as u64;
             if !round.failed.is_empty() {
@@ -158,6 +174,9 @@ impl Kb {
     }
 
     fn note_embedding(&self, r: std::result::Result<(), &KbError>) {
+        self.vectors
+            .health_known
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         if let Ok(mut last) = self.vectors.last_error.lock() {
             match r {
                 Ok(()) => *last = None,
@@ -180,10 +199,54 @@ impl Kb {
             .unwrap_or(false)
     }
 
+    /// Ask the provider whether it works (one request, no retries, for an API; creating the
+    /// provider for a local model) and note the answer. The daemon's embedder does this first,
+    /// so that the first learn made while the provider is down already carries
+    /// `vector_embedding_failed`.
+    pub fn probe_embedding(&self) {
+        self.expect_embedding_probe();
+        match self.active_provider() {
+            Ok(Some(p)) => {
+                let r = p.probe().map_err(|e| {
+                    KbError::Embedding(format!("the embedding provider is down: {e}"))
+                });
+                self.note_embedding(r.as_ref().map(|_| ()));
+            }
+            Ok(None) => {}
+            Err(e) => self.note_embedding(Err(&e)),
+        }
+    }
+
+    /// Make writes wait (at most `PROBE_WAIT`) for the answer of a probe about to start on
+    /// another thread.
+    pub fn expect_embedding_probe(&self) {
+        self.vectors
+            .probing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// After a write group: mark learned sections when embeddings are failing (the daemon,
-    /// whose embedder runs after the acknowledgement) — see docs/vectors.md.
+    /// whose embedder runs after the acknowledgement) — see docs/vectors.md. Until the first
+    /// embedding attempt or probe has finished, wait for it (at most `PROBE_WAIT`).
     pub(crate) fn flag_embedding_state(&self, out: &mut [Result<WriteOutcome>]) {
-        if self.has_provider() && self.embedding_failing() {
+        if !self.has_provider() || out.iter().flatten().all(|o| !o.changed_something()) {
+            return;
+        }
+        let known = || {
+            !self
+                .vectors
+                .probing
+                .load(std::sync::atomic::Ordering::SeqCst)
+                || self
+                    .vectors
+                    .health_known
+                    .load(std::sync::atomic::Ordering::SeqCst)
+        };
+        let start = Instant::now();
+        while !known() && start.elapsed() < PROBE_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        if self.embedding_failing() {
             for o in out.iter_mut().flatten() {
                 o.set_embedding_failed(true);
             }
@@ -209,11 +272,25 @@ impl Kb {
             let documents = self.collection_filter(req)?;
             return self.search_lexical(req, None, Retrieval::Lexical, documents.as_ref());
         }
-        let provider = self
-            .active_provider()?
-            .ok_or(KbError::EmbeddingNotConfigured)?;
-        let query = self.embed_query(provider.as_ref(), &req.query)?;
-        self.search_with_query_vector(req, query.as_deref())
+        // A provider that is down (an unreachable API, a missing model) degrades the search to
+        // lexical with a warning; only a missing configuration is an error (the spec's
+        // EMBEDDING_PROVIDER_NOT_CONFIGURED).
+        let query = self
+            .active_provider()
+            .and_then(|p| p.ok_or(KbError::EmbeddingNotConfigured))
+            .and_then(|p| self.embed_query(p.as_ref(), &req.query));
+        match query {
+            Ok(query) => self.search_with_query_vector(req, query.as_deref()),
+            Err(KbError::Embedding(why)) => {
+                let documents = self.collection_filter(req)?;
+                let mut r = self.search_lexical(req, None, retrieval, documents.as_ref())?;
+                r.warnings.push(format!(
+                    "embedding_unavailable: {why} (lexical results shown)"
+                ));
+                Ok(r)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The query's embedding (None: the vectors are stale, the search falls back).
@@ -394,11 +471,20 @@ impl Kb {
     /// Store the vectors of an imported layout for the imported sections, when they are of the
     /// configured provider's model and the database's vectors are of it too (or none exist).
     /// Returns how many were stored; the embedder embeds the rest.
+    /// Hold off the embedder (its rounds take this lock) while the guard lives: an import
+    /// takes it before its sections become visible, so the embedder does not embed them again
+    /// before `reuse_imported_vectors` stores the shipped vectors.
+    pub(crate) fn pause_embedder(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.vectors.embed_lock.lock().map_err(poisoned)
+    }
+
+    /// Store the vectors an import shipped for `kbids` (the caller holds `pause_embedder`).
     pub(crate) fn reuse_imported_vectors(
         &self,
         meta: &crate::maintenance::vectors_idx::VectorsMeta,
         idx: &crate::maintenance::vectors_idx::VectorsIdx,
         kbids: &[String],
+        _paused: &std::sync::MutexGuard<'_, ()>,
     ) -> Result<u64> {
         let Ok(Some(provider)) = self.active_provider() else {
             return Ok(0);
@@ -408,7 +494,6 @@ impl Kb {
         {
             return Ok(0);
         }
-        let _one = self.vectors.embed_lock.lock().map_err(poisoned)?;
         let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;
         let mut stored = 0;

@@ -24,6 +24,7 @@ pub struct EmbedServer {
     pub port: u16,
     /// While set, every request gets a 500.
     pub fail: Arc<AtomicBool>,
+    /// Embedding requests answered, not counting a daemon's probe (one text, `kbdb`).
     pub requests: Arc<AtomicUsize>,
 }
 
@@ -83,7 +84,11 @@ fn serve(
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body)?;
-    requests.fetch_add(1, Ordering::SeqCst);
+    let probe = serde_json::from_slice::<serde_json::Value>(&body)
+        .is_ok_and(|v| v["input"] == serde_json::json!(["kbdb"]));
+    if !probe {
+        requests.fetch_add(1, Ordering::SeqCst);
+    }
     let (status, answer) = if fail.load(Ordering::SeqCst) {
         (
             "500 Internal Server Error",
