@@ -764,7 +764,12 @@ impl Kb {
         let sections = t.sections.len()?;
         let last_change_seq = t.last_seq()?;
         let (index_count, index_applied_seq, index_path) = {
-            let lex = self.lexical()?;
+            let mut lex = self.lexical()?;
+            // As a search does: commit what the index applied since its last commit, so that
+            // its count is what a search sees (and agrees with the store).
+            if let Err(e) = self.commit_lexical(&mut lex, &*self.db()?) {
+                tracing::warn!("lexical index not updated, counting its last commit: {e}");
+            }
             (
                 lex.searcher().num_docs(),
                 lex.applied_seq(),
