@@ -1,10 +1,18 @@
 //! Text analysis shared by indexing and querying: an identifier-aware tokenizer (so
 //! `parseConfigFile`, `parse_config_file`, `std::fs::read`, `user-id-42`, `v1.2.3` and paths are
-//! found whole and by their parts), lowercasing and English stemming.
+//! found whole and by their parts; Chinese, Japanese and Korean runs by overlapping character
+//! pairs), lowercasing, folding of accents and diacritics (`café` is `cafe`) and English stemming.
+//! `ANALYSIS_VERSION` names this analysis: an index built with another is rebuilt at open.
 
 use tantivy::tokenizer::{
-    Language, LowerCaser, RawTokenizer, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+    AsciiFoldingFilter, Language, LowerCaser, RawTokenizer, Stemmer, TextAnalyzer, Token,
+    TokenStream, Tokenizer,
 };
+
+/// The version of the analysis below. Change it with anything that changes the terms of a text:
+/// an index built with another version is rebuilt when it is opened (src/index/lexical.rs).
+/// 1: identifiers, lowercase, English stem. 2: + accent folding, CJK bigrams.
+pub const ANALYSIS_VERSION: u32 = 2;
 
 /// Name under which the analyzer is registered in the tantivy index.
 pub const ANALYZER: &str = "kbdb";
@@ -39,12 +47,15 @@ pub fn chunks(text: &str) -> Vec<Chunk> {
             return;
         }
         let s2 = s + trimmed_start;
-        // Only a joiner or an upper-case letter can split a chunk: most words need no parts.
+        // Only a joiner, an upper-case letter or a CJK character can split a chunk: most words
+        // need no parts.
         let parts = if inner
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         {
             Vec::new()
+        } else if inner.chars().any(is_cjk) {
+            cjk_parts(inner)
         } else {
             split_parts(inner)
         };
@@ -69,6 +80,52 @@ pub fn chunks(text: &str) -> Vec<Chunk> {
         flush(&mut out, s, text.len());
     }
     out
+}
+
+/// Whether `c` is of a script written without spaces between words (Han, Hiragana, Katakana)
+/// or in syllable blocks that a word search must find inside longer runs (Hangul).
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF       // Hiragana, Katakana
+        | 0x3400..=0x4DBF     // CJK Extension A
+        | 0x4E00..=0x9FFF     // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF     // Hangul syllables
+        | 0xF900..=0xFAFF     // CJK Compatibility Ideographs
+        | 0xFF66..=0xFF9F     // half-width Katakana
+        | 0x20000..=0x2FA1F) // CJK Extensions B–F, Compatibility Supplement
+}
+
+/// Parts of a chunk with CJK characters: each CJK run as its overlapping character pairs (a run
+/// of one character is itself), the rest as identifier parts. `我们选择了数据库` gives `我们`,
+/// `们选`, … `据库`, so a query `数据库` (`数据` and `据库`) finds it without a dictionary.
+fn cjk_parts(s: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut rest = String::new();
+    let mut run: Vec<char> = Vec::new();
+    let flush_run = |run: &mut Vec<char>, parts: &mut Vec<String>| {
+        match run.len() {
+            0 => {}
+            1 => parts.push(run[0].to_string()),
+            _ => parts.extend(run.windows(2).map(|w| w.iter().collect::<String>())),
+        }
+        run.clear();
+    };
+    for c in s.chars() {
+        if is_cjk(c) {
+            if !rest.is_empty() {
+                parts.extend(split_parts(&std::mem::take(&mut rest)));
+            }
+            run.push(c);
+        } else {
+            flush_run(&mut run, &mut parts);
+            rest.push(c);
+        }
+    }
+    flush_run(&mut run, &mut parts);
+    if !rest.is_empty() {
+        parts.extend(split_parts(&rest));
+    }
+    parts
 }
 
 /// Parts of an identifier: split at joiners and at camelCase boundaries (`HTTPServer` →
@@ -235,6 +292,7 @@ impl Default for Normalizer {
         Normalizer(
             TextAnalyzer::builder(RawTokenizer::default())
                 .filter(LowerCaser)
+                .filter(AsciiFoldingFilter)
                 .filter(Stemmer::new(Language::English))
                 .build(),
         )
@@ -341,6 +399,7 @@ mod tests {
     fn the_cached_analyzer_gives_the_terms_of_the_filter_chain() {
         let mut chain = TextAnalyzer::builder(IdentifierTokenizer::default())
             .filter(LowerCaser)
+            .filter(AsciiFoldingFilter)
             .filter(Stemmer::new(Language::English))
             .build();
         let mut cached = analyzer();
@@ -368,6 +427,32 @@ mod tests {
         assert_eq!(
             tokens_of(&mut cached, texts[0]),
             tokens_of(&mut chain, texts[0])
+        );
+    }
+
+    #[test]
+    fn accents_and_diacritics_fold() {
+        let mut n = Normalizer::default();
+        assert_eq!(n.norm("café"), n.norm("cafe"));
+        assert_eq!(n.norm("Fermé"), n.norm("ferme"));
+        assert_eq!(n.norm("naïve"), n.norm("naive"));
+        assert_eq!(n.norm("Ångström"), n.norm("angstrom"));
+    }
+
+    #[test]
+    fn cjk_runs_become_character_pairs() {
+        let c = chunks("我们选择了数据库 because JSONB");
+        assert_eq!(c[0].whole, "我们选择了数据库");
+        assert_eq!(
+            c[0].parts,
+            vec!["我们", "们选", "选择", "择了", "了数", "数据", "据库"]
+        );
+        let mixed = chunks("数据库Postgres");
+        assert_eq!(mixed[0].parts, vec!["数据", "据库", "Postgres"]);
+        assert!(chunks("データ")[0].parts.contains(&"デー".to_string()));
+        assert!(
+            chunks("東")[0].parts.is_empty(),
+            "one character is its own whole"
         );
     }
 

@@ -26,7 +26,14 @@ use crate::store::tables::{CHANGES, CONTENT, SECTION_DOCS, SECTIONS};
 
 /// Folder of the index inside the database folder.
 pub const INDEX_DIR: &str = "index/lexical";
-const PAYLOAD_PREFIX: &str = "kbdb-lexical-v1 seq=";
+/// The commit payload: the text analysis the index was built with, then the last change it
+/// holds. An index of another analysis (`kbdb-lexical-v1 seq=N` before analysis 2) is rebuilt
+/// at open, so an upgraded kbdb finds `cafe` in `café` in an existing database too.
+const PAYLOAD_PREFIX: &str = concat!("kbdb-lexical-v1 analysis=", "2", " seq=");
+const _: () = assert!(
+    super::analyzer::ANALYSIS_VERSION == 2,
+    "update PAYLOAD_PREFIX"
+);
 /// Memory budget of the index writer (split across its threads).
 const WRITER_MEMORY: usize = 128 * 1024 * 1024;
 /// Sections handed to the index writer in one message at most (bounds what a replay of many
@@ -180,8 +187,18 @@ impl LexicalIndex {
             .payload
             .as_deref()
             .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(|| tantivy_err("open", "commit payload missing or not kbdb's"))?;
+            .and_then(|s| s.parse::<u64>().ok());
+        let Some(seq) = seq else {
+            if metas
+                .payload
+                .as_deref()
+                .is_some_and(|p| p.starts_with("kbdb-lexical-v1 "))
+            {
+                tracing::info!("the lexical index was built with an older text analysis");
+                return Ok(None);
+            }
+            return Err(tantivy_err("open", "commit payload missing or not kbdb's"));
+        };
         Ok(Some((Self::with_index(path.to_path_buf(), index)?, seq)))
     }
 

@@ -1,0 +1,74 @@
+//! Lexical search forgives what people type: accents and diacritics (`cafe` finds `café`),
+//! text in scripts without spaces (a Chinese or Japanese word inside a sentence), and an index
+//! built by an older kbdb gets the new analysis when the database is opened.
+
+mod common;
+
+use common::TestDb;
+use serde_json::Value;
+
+fn kbids(v: &Value) -> Vec<String> {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["kbid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn accents_fold_both_ways() {
+    let db = TestDb::new();
+    let fr = db.learn(&["Le café est fermé le dimanche."])["kbid"].clone();
+    let plain = db.learn(&["The resume of the naive approach."])["kbid"].clone();
+    for q in ["cafe", "café", "CAFÉ", "ferme", "fermé"] {
+        assert_eq!(kbids(&db.json(&["search", q])), vec![fr.clone()], "{q}");
+    }
+    for q in ["résumé", "naïve"] {
+        assert_eq!(kbids(&db.json(&["search", q])), vec![plain.clone()], "{q}");
+    }
+}
+
+#[test]
+fn chinese_and_japanese_words_are_found_inside_sentences() {
+    let db = TestDb::new();
+    let zh = db.learn(&["我们选择了数据库因为它支持事务。"])["kbid"].clone();
+    let ja = db.learn(&["東京のデータベースは速いです。"])["kbid"].clone();
+    assert_eq!(kbids(&db.json(&["search", "数据库"])), vec![zh.clone()]);
+    assert_eq!(kbids(&db.json(&["search", "事务"])), vec![zh]);
+    assert_eq!(
+        kbids(&db.json(&["search", "データベース"])),
+        vec![ja.clone()]
+    );
+    assert_eq!(kbids(&db.json(&["search", "東京"])), vec![ja]);
+    let none = db.json(&["search", "图书馆"]);
+    assert!(kbids(&none).is_empty(), "{none}");
+}
+
+#[test]
+fn an_index_built_with_the_older_analysis_is_rebuilt_at_open() {
+    // An index that claims to hold every change, written by a kbdb of the older analysis: here
+    // an empty index whose commit payload has the older form.
+    let db = TestDb::new();
+    let fact = db.learn(&["Le café est fermé."])["kbid"].clone();
+    let seq = db.status()["last_change_seq"].as_u64().unwrap();
+    let empty = TestDb::new();
+    empty.status();
+    db.stop_daemon();
+    empty.stop_daemon();
+    let index = db.dir.join("index/lexical");
+    std::fs::remove_dir_all(&index).unwrap();
+    std::fs::create_dir_all(&index).unwrap();
+    for entry in std::fs::read_dir(empty.dir.join("index/lexical")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), index.join(entry.file_name())).unwrap();
+    }
+    let meta_path = index.join("meta.json");
+    let mut meta: Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["payload"] = Value::from(format!("kbdb-lexical-v1 seq={seq}"));
+    std::fs::write(&meta_path, meta.to_string()).unwrap();
+
+    assert_eq!(kbids(&db.json(&["search", "cafe"])), vec![fact]);
+    let out = db.cmd().args(["check"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
