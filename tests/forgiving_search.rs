@@ -72,3 +72,53 @@ fn an_index_built_with_the_older_analysis_is_rebuilt_at_open() {
     let out = db.cmd().args(["check"]).output().unwrap();
     assert!(out.status.success(), "{out:?}");
 }
+
+#[test]
+fn a_word_that_matches_nothing_is_searched_as_the_nearest_indexed_word_and_said_so() {
+    let db = TestDb::new();
+    let pg = db.learn(&["We chose Postgres because of JSONB."])["kbid"].clone();
+    let k8s = db.learn(&["Kubernetes runs the staging cluster."])["kbid"].clone();
+    let mig = db.learn(&["The schema migration finished overnight."])["kbid"].clone();
+    for (typo, word, kbid) in [
+        ("postgress", "postgres", &pg),
+        ("kubernetse", "kubernetes", &k8s),
+        ("migraton", "migration", &mig),
+        ("overnihgt", "overnight", &mig),
+    ] {
+        let r = db.json(&["search", typo]);
+        assert_eq!(kbids(&r), vec![kbid.clone()], "{typo}: {r}");
+        assert_eq!(r["corrected"][typo], word, "{r}");
+        assert!(
+            r["warnings"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("fuzzy_match:"),
+            "{r}"
+        );
+    }
+    // Only the word that matched nothing is corrected; the others are searched as typed.
+    let r = db.json(&["search", "staging kubernetse"]);
+    assert_eq!(kbids(&r), vec![k8s.clone()], "{r}");
+    assert_eq!(r["corrected"].as_object().unwrap().len(), 1, "{r}");
+}
+
+#[test]
+fn a_query_whose_words_match_is_never_corrected() {
+    let db = TestDb::new();
+    let a = db.learn(&["The postgrex driver is for Elixir."])["kbid"].clone();
+    let b = db.learn(&["We chose Postgres because of JSONB."])["kbid"].clone();
+    let r = db.json(&["search", "postgrex"]);
+    assert_eq!(kbids(&r), vec![a], "{r}");
+    assert!(r.get("corrected").is_none(), "{r}");
+    assert!(r.get("warnings").is_none(), "{r}");
+    // A synonym match is a match (pg ↔ postgres).
+    let r = db.json(&["search", "pg"]);
+    assert_eq!(kbids(&r), vec![b], "{r}");
+    assert!(r.get("corrected").is_none(), "{r}");
+    // Short words and words far from everything stay unmatched.
+    for q in ["pgx", "zzzzzzzz"] {
+        let r = db.json(&["search", q]);
+        assert!(kbids(&r).is_empty(), "{q}: {r}");
+        assert!(r.get("corrected").is_none(), "{q}: {r}");
+    }
+}

@@ -169,6 +169,10 @@ pub struct SearchResponse {
     /// rebuild`). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vector_index_stale: bool,
+    /// Query words that matched nothing and were searched for as the nearest indexed word
+    /// (typed → searched), with a `fuzzy_match` warning. Absent when nothing was corrected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<BTreeMap<String, String>>,
 }
 
 /// Which ranked lists a search uses (the hybrid-search spec's `search_mode`).
@@ -411,7 +415,7 @@ pub(crate) fn run(
         tags, section_type, ..
     } = Filters::of(req)?;
 
-    let parsed = query::parse(&req.query, user_synonyms);
+    let mut parsed = query::parse(&req.query, user_synonyms);
     let mut warnings = Vec::new();
     if parsed.truncated {
         warnings.push(format!(
@@ -423,6 +427,13 @@ pub(crate) fn run(
     let mut b = query::Builder {
         fields,
         norm: Normalizer::default(),
+    };
+    let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
+    // Typo tolerance, only for words that match nothing (a vector-only search has no words).
+    let corrections = if vector.is_some_and(|v| v.only) {
+        Vec::new()
+    } else {
+        query::correct_typos(&mut parsed.parts, &mut b, searcher).map_err(ts)?
     };
     let part_queries: Vec<Box<dyn Query>> = parsed.parts.iter().map(|p| b.part_query(p)).collect();
     let mut filters: Vec<Box<dyn Query>> =
@@ -475,7 +486,6 @@ pub(crate) fn run(
         Mode::Sections => offset + limit,
         _ => MAX_GROUPED_HITS,
     };
-    let ts = |e: tantivy::TantivyError| KbError::Storage(format!("search: {e}"));
     let mut relaxed = false;
     let mut hint = None;
     let (mut hits, mut total) = (Vec::new(), 0usize);
@@ -733,6 +743,33 @@ pub(crate) fn run(
         Mode::Stats => false,
         _ => offset + items.len() < total_out,
     };
+    // Each correction as a word: the form the best hit holding the term has, else the term.
+    let mut corrected = BTreeMap::new();
+    if !corrections.is_empty() {
+        let best = ranked
+            .first()
+            .map(|(_, k, _)| k.clone())
+            .unwrap_or_default();
+        let text = match store.section(&best)? {
+            Some(rec) if !rec.section_type.starts_with("image/") => store
+                .content_of(&rec)?
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        for (typed, term) in &corrections {
+            let shown = crate::index::analyzer::chunks(&text)
+                .into_iter()
+                .flat_map(|c| std::iter::once(c.whole).chain(c.parts))
+                .find(|w| &b.norm.norm(w) == term)
+                .map(|w| w.to_lowercase())
+                .unwrap_or_else(|| term.clone());
+            warnings.push(format!(
+                "fuzzy_match: no section contains '{typed}'; searched for '{shown}' instead"
+            ));
+            corrected.insert(typed.clone(), shown);
+        }
+    }
     Ok(SearchResponse {
         items,
         total: total_out as u64,
@@ -752,6 +789,7 @@ pub(crate) fn run(
         hint,
         warnings,
         vector_index_stale: false,
+        corrected: (!corrected.is_empty()).then_some(corrected),
     })
 }
 

@@ -22,10 +22,13 @@ pub const MAX_QUERY_PARTS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub enum Part {
-    /// One word/identifier; `alternatives` are synonyms (each may be several words).
+    /// One word/identifier; `alternatives` are synonyms (each may be several words);
+    /// `corrected` is an index term the word was corrected to because it matched nothing
+    /// (`correct_typos`).
     Word {
         chunk: Chunk,
         alternatives: Vec<String>,
+        corrected: Option<String>,
     },
     Phrase {
         words: Vec<Chunk>,
@@ -88,6 +91,7 @@ pub fn parse(query: &str, user_synonyms: &dyn Fn(&str) -> Vec<String>) -> Parsed
             parts.push(Part::Word {
                 chunk: c,
                 alternatives,
+                corrected: None,
             });
         }
     }
@@ -232,9 +236,13 @@ impl Builder<'_> {
             Part::Word {
                 chunk,
                 alternatives,
+                corrected,
             } => {
                 let mut alts: Vec<(Occur, Box<dyn Query>)> =
                     vec![(Occur::Should, self.chunk_query(chunk))];
+                if let Some(term) = corrected {
+                    alts.push((Occur::Should, self.term_any_field(term)));
+                }
                 for alt in alternatives {
                     let cs = chunks(alt);
                     let q = if cs.len() > 1 {
@@ -259,8 +267,12 @@ impl Builder<'_> {
             Part::Word {
                 chunk,
                 alternatives,
+                corrected,
             } => {
                 let mut ways = vec![vec![self.norm.norm(&chunk.whole)]];
+                if let Some(term) = corrected {
+                    ways.push(vec![term.clone()]);
+                }
                 if !chunk.parts.is_empty() {
                     ways.push(chunk.parts.iter().map(|p| self.norm.norm(p)).collect());
                 }
@@ -282,6 +294,212 @@ impl Builder<'_> {
     }
 }
 
+/// Shortest normalised word that typo tolerance corrects (shorter ones have too many
+/// neighbours one edit away).
+pub const MIN_FUZZY_CHARS: usize = 4;
+/// Normalised words of at least this many characters may be two edits away; shorter ones one.
+pub const TWO_EDITS_CHARS: usize = 8;
+
+/// Typo tolerance, a fallback only: each plain word of the query that matches nothing in the
+/// index (neither itself, nor its parts, nor a synonym) is corrected to the indexed term closest
+/// to it — at most one edit away (two for words of `TWO_EDITS_CHARS` characters or more; an edit
+/// is an insertion, deletion, substitution or transposition), with the same first character;
+/// among equals, the term most sections contain. Returns (the word as typed, lowercased; the
+/// term). A query whose words all match is never changed.
+pub fn correct_typos(
+    parts: &mut [Part],
+    b: &mut Builder<'_>,
+    searcher: &tantivy::Searcher,
+) -> tantivy::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for part in parts.iter_mut() {
+        let Part::Word { chunk, .. } = &*part else {
+            continue;
+        };
+        if !chunk.parts.is_empty() {
+            continue;
+        }
+        let term = b.norm.norm(&chunk.whole);
+        let len = term.chars().count();
+        if len < MIN_FUZZY_CHARS || !term.chars().all(char::is_alphabetic) {
+            continue;
+        }
+        let q = b.part_query(part);
+        if searcher.search(q.as_ref(), &tantivy::collector::Count)? > 0 {
+            continue;
+        }
+        // One edit of the word as typed, each variant stemmed (a stem can be further from a
+        // typo's stem than the words are: `postgress` / `postgres`); then, for long words,
+        // two edits of the stem against the index's terms.
+        let typed = chunk.whole.to_lowercase();
+        let mut best = one_edit_term(b, searcher, &typed)?;
+        if best.is_none() && len >= TWO_EDITS_CHARS {
+            best = nearest_term(b.fields, searcher, &term, 2)?;
+        }
+        if let Some(best) = best {
+            let label = part.label();
+            if let Part::Word { corrected, .. } = part {
+                *corrected = Some(best.clone());
+            }
+            out.push((label, best));
+        }
+    }
+    Ok(out)
+}
+
+/// The indexed term of a word one edit away from `word` (deleting, transposing, replacing or
+/// inserting one letter), stemmed as the index is; the one most sections contain wins, then the
+/// smallest. The first letter stays.
+fn one_edit_term(
+    b: &mut Builder<'_>,
+    searcher: &tantivy::Searcher,
+    word: &str,
+) -> tantivy::Result<Option<String>> {
+    let chars: Vec<char> = word.chars().collect();
+    let mut letters: Vec<char> = ('a'..='z').collect();
+    letters.extend(chars.iter().copied().filter(|c| !c.is_ascii_lowercase()));
+    let mut variants: std::collections::BTreeSet<String> = Default::default();
+    let at = |v: Vec<char>| v.into_iter().collect::<String>();
+    for i in 1..chars.len() {
+        let mut v = chars.clone();
+        v.remove(i);
+        variants.insert(at(v));
+        if i + 1 < chars.len() {
+            let mut v = chars.clone();
+            v.swap(i, i + 1);
+            variants.insert(at(v));
+        }
+        for &l in &letters {
+            let mut v = chars.clone();
+            v[i] = l;
+            variants.insert(at(v));
+        }
+    }
+    for i in 1..=chars.len() {
+        for &l in &letters {
+            let mut v = chars.clone();
+            v.insert(i, l);
+            variants.insert(at(v));
+        }
+    }
+    let fields = [
+        b.fields.heading,
+        b.fields.body,
+        b.fields.code,
+        b.fields.description,
+        b.fields.tags_text,
+    ];
+    let own = b.norm.norm(word);
+    let mut best: Option<(u64, String)> = None;
+    let mut seen = std::collections::HashSet::new();
+    for v in variants {
+        let term = b.norm.norm(&v);
+        if term == own || term.chars().count() < MIN_FUZZY_CHARS - 1 || !seen.insert(term.clone()) {
+            continue;
+        }
+        let mut df = 0;
+        for f in fields {
+            df += searcher.doc_freq(&Term::from_field_text(f, &term))?;
+        }
+        if df > 0
+            && best
+                .as_ref()
+                .is_none_or(|(d, t)| df > *d || (df == *d && term < *t))
+        {
+            best = Some((df, term));
+        }
+    }
+    Ok(best.map(|(_, t)| t))
+}
+
+/// The indexed term within `max` edits of `term` that shares its first character, nearest
+/// first, then the one most sections contain (summed over the text fields), then the smallest.
+fn nearest_term(
+    fields: &Fields,
+    searcher: &tantivy::Searcher,
+    term: &str,
+    max: usize,
+) -> tantivy::Result<Option<String>> {
+    let Some(first) = term.chars().next() else {
+        return Ok(None);
+    };
+    let lo = first.to_string();
+    let hi = char::from_u32(first as u32 + 1)
+        .map(|c| c.to_string())
+        .unwrap_or_else(|| format!("{first}\u{10ffff}"));
+    let target: Vec<char> = term.chars().collect();
+    let mut found: std::collections::HashMap<String, (usize, u64)> = Default::default();
+    for segment in searcher.segment_readers() {
+        for field in [
+            fields.heading,
+            fields.body,
+            fields.code,
+            fields.description,
+            fields.tags_text,
+        ] {
+            let index = segment.inverted_index(field)?;
+            let mut stream = index
+                .terms()
+                .range()
+                .ge(lo.as_bytes())
+                .lt(hi.as_bytes())
+                .into_stream()?;
+            while stream.advance() {
+                let Ok(candidate) = std::str::from_utf8(stream.key()) else {
+                    continue;
+                };
+                let clen = candidate.chars().count();
+                if clen.abs_diff(target.len()) > max || clen < MIN_FUZZY_CHARS - 1 {
+                    continue;
+                }
+                let c: Vec<char> = candidate.chars().collect();
+                let Some(d) = edit_distance(&target, &c, max) else {
+                    continue;
+                };
+                let e = found.entry(candidate.to_string()).or_insert((d, 0));
+                e.1 += u64::from(stream.value().doc_freq);
+            }
+        }
+    }
+    Ok(found
+        .into_iter()
+        .min_by(|(ta, (da, fa)), (tb, (db, fb))| da.cmp(db).then(fb.cmp(fa)).then(ta.cmp(tb)))
+        .map(|(t, _)| t))
+}
+
+/// The optimal-string-alignment distance of `a` and `b` (a transposition of two neighbours
+/// counts as one edit) when it is at most `max`, else None.
+pub fn edit_distance(a: &[char], b: &[char], max: usize) -> Option<usize> {
+    if a.len().abs_diff(b.len()) > max {
+        return None;
+    }
+    let w = b.len() + 1;
+    let mut rows = vec![vec![0usize; w]; a.len() + 1];
+    for (j, cell) in rows[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        rows[i][0] = i;
+        let mut best = rows[i][0];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (rows[i - 1][j] + 1)
+                .min(rows[i][j - 1] + 1)
+                .min(rows[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = v;
+            best = best.min(v);
+        }
+        if best > max {
+            return None;
+        }
+    }
+    let d = rows[a.len()][b.len()];
+    (d <= max).then_some(d)
+}
+
 /// A filter clause that does not change scores.
 pub fn filter(field: Field, value: &str) -> Box<dyn Query> {
     Box::new(ConstScoreQuery::new(
@@ -296,6 +514,26 @@ pub fn filter(field: Field, value: &str) -> Box<dyn Query> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edit_distance_counts_insertions_deletions_substitutions_and_transpositions() {
+        let d = |a: &str, b: &str, max| {
+            edit_distance(
+                &a.chars().collect::<Vec<_>>(),
+                &b.chars().collect::<Vec<_>>(),
+                max,
+            )
+        };
+        assert_eq!(d("postgress", "postgres", 2), Some(1));
+        assert_eq!(d("kubernetse", "kubernetes", 2), Some(1));
+        assert_eq!(d("databse", "database", 1), Some(1));
+        assert_eq!(d("cache", "cache", 1), Some(0));
+        assert_eq!(d("rust", "trust", 1), Some(1));
+        assert_eq!(d("graph", "grape", 1), Some(1));
+        assert_eq!(d("kitten", "sitting", 2), None);
+        assert_eq!(d("kitten", "sitting", 3), Some(3));
+        assert_eq!(d("abc", "abcdef", 2), None);
+    }
 
     #[test]
     fn hostile_strings_parse_without_error() {
