@@ -1942,9 +1942,10 @@ mod tests {
         let second = kb.learn(fact("deploy with just all", false)).unwrap();
         assert_eq!(second.warnings, ["source_key_exists"]);
         let check = kb.check().unwrap();
+        assert!(check.ok, "{check:?}");
         assert_eq!(
             check
-                .errors
+                .warnings
                 .iter()
                 .map(|f| (f.kind.as_str(), f.entity.as_str()))
                 .collect::<Vec<_>>(),

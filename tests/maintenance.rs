@@ -298,7 +298,17 @@ fn import_reports_and_skips_each_bad_entry_and_keeps_the_rest() {
         has("indexes/vectors.idx", "vectors skipped"),
         "{problems:?}"
     );
-    assert_eq!(problems.len(), 5, "{problems:?}");
+    // The removed section is missing from the catalog's count too.
+    assert!(
+        has("catalog.toml", "lists 9 section(s) but the layout holds 8"),
+        "{problems:?}"
+    );
+    // And the added manifest (evil.toml) too.
+    assert!(
+        has("catalog.toml", "lists 3 document(s) but the layout holds 4"),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 7, "{problems:?}");
     // Everything else is there: 9 sections minus the three bad ones.
     assert_eq!(r["sections_imported"], 6);
     assert_eq!(copy.status()["sections"], 6);
@@ -386,10 +396,15 @@ fn export_refuses_unsafe_targets() {
     assert_eq!(code, 3, "the database folder itself is never a target");
     assert!(db.dir.join("kbdb.redb").exists());
 
+    // --force never deletes a folder that is not an export: keep.txt stays.
+    let (code, v) = run_json(&db, &["export", full.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3, "{v}");
+    assert!(full.join("keep.txt").exists());
+    std::fs::remove_file(full.join("keep.txt")).unwrap();
     // --force replaces a previous export whole; no temporary folders are left behind.
+    db.json(&["export", full.to_str().unwrap()]);
     let r = db.json(&["export", full.to_str().unwrap(), "--force"]);
     assert_eq!(r["sections_exported"], 9);
-    assert!(!full.join("keep.txt").exists());
     let leftovers: Vec<_> = std::fs::read_dir(db.tmp.path())
         .unwrap()
         .flatten()
@@ -570,16 +585,17 @@ mod damaged {
         assert_eq!(code, 7);
         assert_eq!(
             kinds(&healthy, "errors"),
-            vec![
-                ("broken_reference".to_string(), a.clone()),
-                ("divergent_content".to_string(), "k".to_string()),
-            ],
-            "only the dangling wiki-link and the two versions so far"
+            vec![("broken_reference".to_string(), a.clone())],
+            "only the dangling wiki-link so far"
         );
         assert_eq!(
             kinds(&healthy, "warnings"),
-            vec![("circular_reference".to_string(), two.clone())],
-            "'Two' links to itself by its own heading"
+            vec![
+                ("circular_reference".to_string(), two.clone()),
+                ("divergent_content".to_string(), "k".to_string()),
+            ],
+            "'Two' links to itself by its own heading; two versions under one key are a \
+             conflict to resolve, not damage"
         );
 
         let unindexed = kbdb::kbid_of(b"slipped in");
@@ -665,7 +681,6 @@ mod damaged {
             ("broken_reference", "ghost"),
             ("broken_reference", a.as_str()),
             ("manifest_mismatch", "m"),
-            ("divergent_content", "k"),
         ] {
             assert!(
                 found.contains(&(expected.0.to_string(), expected.1.to_string())),
@@ -903,4 +918,461 @@ mod upgrade {
         let (code, check) = run_json(&db, &["check"]);
         assert_eq!(code, 0, "{check}");
     }
+/// The files below `dir`, relative, with their bytes: to compare a folder before and after.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn error_message(v: &Value) -> String {
+    v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn export_force_replaces_only_an_empty_folder_or_an_earlier_export() {
+    let db = rich_corpus();
+    // A folder of the user's: --force refuses it, names it and what is in it, deletes nothing.
+    let v = db.tmp.path().join("v");
+    std::fs::create_dir_all(v.join("important")).unwrap();
+    std::fs::write(v.join("important/thesis.txt"), "precious").unwrap();
+    let (code, r) = run_json(&db, &["export", v.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3, "{r}");
+    let m = error_message(&r);
+    assert!(
+        m.contains(v.to_str().unwrap()) && m.contains("important/"),
+        "{m}"
+    );
+    assert!(m.contains("--force"), "{m}");
+    assert_eq!(
+        std::fs::read_to_string(v.join("important/thesis.txt")).unwrap(),
+        "precious"
+    );
+
+    // An empty folder is replaced, with or without --force.
+    let empty = db.tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert_eq!(
+        db.json(&["export", empty.to_str().unwrap(), "--force"])["sections_exported"],
+        9
+    );
+
+    // An earlier export: refused without --force (which the message names), replaced with it.
+    let earlier = db.tmp.path().join("earlier");
+    export(&db, &earlier, &[]);
+    let (code, r) = run_json(&db, &["export", earlier.to_str().unwrap()]);
+    assert_eq!(code, 3, "{r}");
+    assert!(error_message(&r).contains("earlier kbdb export"), "{r}");
+    db.learn(&["one more section after the first export"]);
+    let r = db.json(&["export", earlier.to_str().unwrap(), "--force"]);
+    assert_eq!(r["sections_exported"], 10);
+    assert!(
+        std::fs::read_to_string(earlier.join("catalog.toml"))
+            .unwrap()
+            .contains("sections = 10")
+    );
+
+    // Recognised by its catalog, strictly: a catalog beside foreign files is not an export,
+    // wherever the foreign file is; nor is a catalog that is not one.
+    for foreign in ["notes.txt", "sections/notes.txt", "documents/ops/notes.md"] {
+        let mixed = db.tmp.path().join("mixed");
+        let _ = std::fs::remove_dir_all(&mixed);
+        export(&db, &mixed, &[]);
+        std::fs::write(mixed.join(foreign), "mine").unwrap();
+        let before = tree(&mixed);
+        let (code, r) = run_json(&db, &["export", mixed.to_str().unwrap(), "--force"]);
+        assert_eq!(code, 3, "{foreign}: {r}");
+        assert!(error_message(&r).contains("not a kbdb export"), "{r}");
+        assert_eq!(tree(&mixed), before, "{foreign}");
+    }
+    let fake = db.tmp.path().join("fake");
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("catalog.toml"), "title = \"my catalog\"\n").unwrap();
+    let (code, _) = run_json(&db, &["export", fake.to_str().unwrap(), "--force"]);
+    assert_eq!(code, 3);
+    assert!(fake.join("catalog.toml").exists());
+}
+
+#[test]
+fn a_forced_export_that_fails_half_way_leaves_the_previous_export_whole() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("backup");
+    export(&db, &out, &[]);
+    let before = tree(&out);
+    // Damage the store so that the export fails after some sections were written: the last
+    // section's content row goes missing.
+    db.stop_daemon();
+    {
+        use kbdb::store::tables::{CONTENT, SECTIONS};
+        use redb::{ReadableDatabase, ReadableTable};
+        let store = redb::Database::open(db.dir.join("kbdb.redb")).unwrap();
+        let txn = store.begin_write().unwrap();
+        {
+            let sections = txn.open_table(SECTIONS).unwrap();
+            let last = sections.last().unwrap().unwrap().0.value().to_string();
+            let rec: kbdb::model::records::SectionRecord = kbdb::model::records::decode(
+                "sections",
+                &last,
+                sections.get(last.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            drop(sections);
+            let mut content = txn.open_table(CONTENT).unwrap();
+            content.remove(rec.content_seq).unwrap();
+        }
+        txn.commit().unwrap();
+        let _ = store.begin_read();
+    }
+    let (code, r) = run_json(&db, &["export", out.to_str().unwrap(), "--force"]);
+    assert_ne!(code, 0, "{r}");
+    assert_eq!(tree(&out), before, "the previous export changed");
+    let leftovers: Vec<_> = std::fs::read_dir(db.tmp.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".backup"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn mcp_export_with_force_never_deletes_a_project_folder() {
+    let db = TestDb::new();
+    db.learn(&["a section to export"]);
+    let project = db.dir.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::write(project.join("src/main.rs"), "fn main() {}").unwrap();
+    let mut m = common::mcp::McpChild::start(&db);
+    let (err, text) = m.tool("export", json!({"path": "src", "force": true}));
+    assert!(err, "{text}");
+    assert!(text.contains("src") && text.contains("main.rs"), "{text}");
+    assert!(
+        text.contains("force: true") && !text.contains("--force"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/main.rs")).unwrap(),
+        "fn main() {}"
+    );
+    // Its own earlier export it replaces; without force it says how.
+    m.tool_ok("export", json!({"path": "snapshot"}));
+    let (err, text) = m.tool("export", json!({"path": "snapshot"}));
+    assert!(
+        err && text.contains("force: true") && !text.contains("--force"),
+        "{text}"
+    );
+    assert_eq!(
+        m.tool_ok("export", json!({"path": "snapshot", "force": true}))["sections_exported"],
+        1
+    );
+    m.close();
+}
+
+#[test]
+fn a_failed_import_leaves_no_trace() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("layout");
+    export(&db, &out, &[]);
+    let plain = db.json(&["search", "plain"])["items"][0]["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, content) = section_files(&out, &plain);
+    std::fs::write(&content, "plain words HERE").unwrap();
+
+    // No database yet: none is created, not even its folder.
+    let fresh = TestDb::uninit();
+    let (code, v) = run_json(&fresh, &["import", out.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["error"]["code"], "bad_import");
+    assert!(
+        !fresh.dir.exists(),
+        "a failed import created the database folder"
+    );
+
+    // A folder with only a configuration: it keeps only that.
+    std::fs::create_dir_all(&fresh.dir).unwrap();
+    std::fs::write(fresh.dir.join("worker.toml"), "").unwrap();
+    let (code, _) = run_json(&fresh, &["import", out.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 3);
+    let names: Vec<String> = std::fs::read_dir(&fresh.dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["worker.toml"]);
+
+    // Not a layout at all: nothing either.
+    let other = TestDb::uninit();
+    let (code, _) = run_json(&other, &["import", fresh.dir.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert!(!other.dir.exists());
+
+    // An existing database is unchanged.
+    let existing = TestDb::new();
+    existing.learn(&["already here"]);
+    let state = existing.state();
+    let (code, _) = run_json(&existing, &["import", out.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 3);
+    assert_eq!(existing.state(), state);
+
+    // The same layout without --strict imports what is good into a new database.
+    let lenient = TestDb::uninit();
+    assert_eq!(
+        lenient.json(&["import", out.to_str().unwrap()])["sections_imported"],
+        8
+    );
+}
+
+#[test]
+fn an_incomplete_export_is_refused_with_strict_and_reported_without() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("cut");
+    export(&db, &out, &[]);
+    // Two sections learned on their own vanish, both files: nothing else refers to them.
+    for q in ["plain", "retries"] {
+        let kbid = db.json(&["search", q])["items"][0]["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let (meta, content) = section_files(&out, &kbid);
+        std::fs::remove_file(meta).unwrap();
+        std::fs::remove_file(content).unwrap();
+    }
+    let strict = TestDb::uninit();
+    let (code, v) = run_json(&strict, &["import", out.to_str().unwrap(), "--strict"]);
+    assert_eq!(code, 3, "{v}");
+    let m = error_message(&v);
+    assert!(
+        m.contains("lists 9 section(s) but the layout holds 7"),
+        "{m}"
+    );
+    assert!(!strict.dir.exists());
+
+    let lenient = TestDb::uninit();
+    let r = lenient.json(&["import", out.to_str().unwrap()]);
+    assert_eq!(r["sections_imported"], 7);
+    assert_eq!(r["problems"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["problems"][0]["path"], "catalog.toml");
+    assert!(
+        r["problems"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("lists 9 section(s) but the layout holds 7"),
+        "{r}"
+    );
+    // In text, a warning with the numbers.
+    let out_text = lenient
+        .cmd()
+        .args(["import", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out_text.status.success());
+    let text = String::from_utf8_lossy(&out_text.stdout);
+    assert!(
+        text.contains("warning: catalog.toml: lists 9 section(s)"),
+        "{text}"
+    );
+
+    // Half copied: a whole documents folder missing.
+    let half = db.tmp.path().join("half");
+    export(&db, &half, &[]);
+    std::fs::remove_dir_all(half.join("documents/ops")).unwrap();
+    let (code, v) = run_json(
+        &TestDb::uninit(),
+        &["import", half.to_str().unwrap(), "--strict"],
+    );
+    assert_eq!(code, 3, "{v}");
+    assert!(
+        error_message(&v).contains("lists 3 document(s) but the layout holds 1"),
+        "{v}"
+    );
+}
+
+#[test]
+fn import_reads_no_layout_file_past_its_bound() {
+    let db = rich_corpus();
+    let out = db.tmp.path().join("huge");
+    export(&db, &out, &[]);
+    let kbid = |q: &str| {
+        db.json(&["search", q])["items"][0]["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // A 50 GB sparse content file: refused by its size, never read.
+    let (_, content) = section_files(&out, &kbid("plain"));
+    std::fs::File::options()
+        .write(true)
+        .open(&content)
+        .unwrap()
+        .set_len(50 << 30)
+        .unwrap();
+    // A FIFO as content: refused, and the import does not wait for a writer.
+    let (_, fifo) = section_files(&out, &kbid("retries"));
+    std::fs::remove_file(&fifo).unwrap();
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // A manifest past its bound (64 MiB).
+    let manifest = out.join("documents/ops/a.toml");
+    std::fs::File::options()
+        .append(true)
+        .open(&manifest)
+        .unwrap()
+        .set_len(65 << 20)
+        .unwrap();
+    // A vectors.idx whose header announces more vectors than there are sections, its size
+    // consistent with the header.
+    std::fs::create_dir_all(out.join("indexes")).unwrap();
+    let idx = out.join("indexes/vectors.idx");
+    std::fs::write(&idx, b"KBVX\x01\x02\x00\x40\x42\x0f\x00").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&idx)
+        .unwrap()
+        .set_len(11 + 1_000_000 * (16 + 8))
+        .unwrap();
+    std::fs::write(
+        out.join("indexes/vectors-meta.toml"),
+        "[vectors]\nmodel_name = \"m\"\ndimensions = 2\nversion = 1\nlast_built = \"2026-01-01T00:00:00Z\"\nsection_count = 1000000\n",
+    )
+    .unwrap();
+
+    let copy = TestDb::uninit();
+    let start = std::time::Instant::now();
+    let out_cmd = copy
+        .cmd()
+        .args(["import", out.to_str().unwrap(), "--format", "json"])
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out_cmd.status.success(), "{out_cmd:?}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+    let r: Value = serde_json::from_slice(&out_cmd.stdout).unwrap();
+    let reason = |path: &str| -> String {
+        r["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"].as_str().unwrap().ends_with(path))
+            .map(|p| p["reason"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("no problem for {path}: {r}"))
+    };
+    let content_meta = content.with_extension("toml");
+    let plain_meta = content_meta.strip_prefix(&out).unwrap().to_str().unwrap();
+    assert!(
+        reason(plain_meta).contains("is 53687091200 bytes; the limit for this file is"),
+        "{r}"
+    );
+    let fifo_meta = fifo.with_extension("toml");
+    assert!(
+        reason(fifo_meta.strip_prefix(&out).unwrap().to_str().unwrap())
+            .contains("not a regular file"),
+        "{r}"
+    );
+    assert!(
+        reason("documents/ops/a.toml")
+            .contains("is 68157440 bytes; the limit for this file is 67108864"),
+        "{r}"
+    );
+    assert!(
+        reason("indexes/vectors.idx").contains("announces 1000000 vectors but the layout has 9"),
+        "{r}"
+    );
+    assert_eq!(r["sections_imported"], 7, "{r}");
+
+    // The catalog itself: refused past 1 MiB.
+    std::fs::File::options()
+        .append(true)
+        .open(out.join("catalog.toml"))
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    let (code, v) = run_json(&TestDb::uninit(), &["import", out.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    assert!(
+        error_message(&v).contains("the limit for this file is 1048576"),
+        "{v}"
+    );
+}
+
+#[test]
+fn check_after_ordinary_edits_exits_0_and_lists_each_finding_once() {
+    let db = TestDb::new();
+    let file = db.tmp.path().join("b.md");
+    // The first version links to a heading of its own that the second one drops.
+    std::fs::write(&file, "# B\n\nsee [below](#old)\n\n## Old\n\ntext\n").unwrap();
+    let first = db.learn(&["--file", file.to_str().unwrap(), "--docid", "b", "--split"]);
+    let old: Vec<String> = first["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kbid"].as_str().unwrap().to_string())
+        .collect();
+    // A second document holds the first version, so the edit keeps it stored.
+    db.learn(&["--file", file.to_str().unwrap(), "--docid", "old-b", "--split"]);
+    std::fs::write(&file, "# B\n\nnew words\n\n## New\n\ntext\n").unwrap();
+    db.learn(&["--file", file.to_str().unwrap(), "--docid", "b", "--split"]);
+    let (code, v) = run_json(&db, &["check"]);
+    assert_eq!(code, 0, "an edit is no damage: {v}");
+
+    // Then no document holds the first version (a store written by an older kbdb, which left
+    // what edits detached, or changed by other means): the document's history. Still no damage.
+    db.stop_daemon();
+    {
+        use kbdb::store::tables::{DOC_SECTIONS, DOCUMENTS, SECTION_DOCS};
+        use redb::{ReadableDatabase, ReadableTable};
+        let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
+        let txn = store.begin_write().unwrap();
+        {
+            let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
+            let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
+            for k in &old {
+                sd.remove(k.as_str(), "old-b").unwrap();
+                ds.remove("old-b", k.as_str()).unwrap();
+            }
+            txn.open_table(DOCUMENTS).unwrap().remove("old-b").unwrap();
+        }
+        txn.commit().unwrap();
+        let _ = store.begin_read();
+    }
+    let (code, v) = run_json(&db, &["check"]);
+    assert_eq!(code, 0, "history is no damage: {v}");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["errors"], json!([]));
+    let warnings = v["warnings"].as_array().unwrap();
+    for k in &old {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w["type"] == "orphan_section" && w["entity"] == k.as_str()),
+            "{v}"
+        );
+    }
+    assert!(
+        !warnings.iter().any(|w| w["type"] == "divergent_content"),
+        "{v}"
+    );
+
+    // A section that names the same missing document twice is one finding.
+    let twice = db.learn(&["see [[nope/x]] and again [[nope/x]]"]);
+    let (code, v) = run_json(&db, &["check"]);
+    assert_eq!(code, 7, "{v}");
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["errors"][0]["type"], "broken_reference");
+    assert_eq!(v["errors"][0]["entity"], twice["kbid"]);
 }

@@ -173,7 +173,8 @@ Examples:
         /// Also write indexes/ (terms, positions, corpus, references; vectors when present)
         #[arg(long)]
         with_indexes: bool,
-        /// Replace a non-empty destination
+        /// Replace an earlier kbdb export at PATH (recognised by its catalog.toml; any other
+        /// non-empty folder is refused)
         #[arg(long)]
         force: bool,
     },

@@ -151,8 +151,9 @@ pub fn dispatch(cli: Cli) -> i32 {
         } => open(&db).and_then(|kb| {
             super::maintenance::export(&kb, format, path, with_indexes, force)
         }),
-        Command::Import { path, strict } => Backend::open(&db, embedded, true)
-            .and_then(|(kb, _)| super::maintenance::import(&kb, format, &path, strict)),
+        Command::Import { path, strict } => {
+            super::maintenance::import(&db, embedded, format, &path, strict)
+        }
         Command::Migrate { old_dir } => {
             super::maintenance::migrate(format, &old_dir, explicit_db.as_deref())
         }

@@ -90,9 +90,23 @@ pub fn export(
     Ok(EXIT_OK)
 }
 
-pub fn import(kb: &Backend, format: Format, path: &Path, strict: bool) -> Result<i32, KbError> {
+/// `import` into the database in `db`. A database that does not exist yet is created here, in
+/// this process, once the layout has been verified (`Kb::import_creating`: a refused import
+/// creates nothing); an existing one imports through its daemon (or embedded).
+pub fn import(
+    db: &Path,
+    embedded: bool,
+    format: Format,
+    path: &Path,
+    strict: bool,
+) -> Result<i32, KbError> {
     let bar = progress_bar("import");
-    let r = kb.import_with_progress(path, strict, &reporter(&bar))?;
+    let r = if db.join(kbdb::store::DB_FILE).exists() {
+        let (kb, _) = Backend::open(db, embedded, false)?;
+        kb.import_with_progress(path, strict, &reporter(&bar))?
+    } else {
+        Kb::import_creating(db, path, strict, &reporter(&bar))?.1
+    };
     bar.finish_and_clear();
     print_import(format, &r);
     Ok(EXIT_OK)
@@ -120,7 +134,13 @@ fn print_import(format: Format, r: &ImportResult) {
                 r.path
             );
             for p in &r.problems {
-                out.push_str(&format!("\nskipped {}: {}", p.path, p.reason));
+                // The catalog's counts are a warning about the whole import, not an entry skipped.
+                let label = if p.path == kbdb::maintenance::layout::CATALOG {
+                    "warning:"
+                } else {
+                    "skipped"
+                };
+                out.push_str(&format!("\n{label} {}: {}", p.path, p.reason));
             }
             print_text(&out);
         }

@@ -21,12 +21,19 @@ pub const MAX_FINDINGS_PER_KIND: usize = 1000;
 struct Report {
     errors: Vec<CheckFinding>,
     warnings: Vec<CheckFinding>,
-    per_kind: HashMap<&'static str, usize>,
+    /// Findings per kind, and whether the kind is a warning (for the "N more" entry).
+    per_kind: HashMap<&'static str, (usize, bool)>,
+    /// Every finding once: a section linking twice to the same missing document has two
+    /// markers, and would otherwise be listed twice with the same words.
+    seen: HashSet<(&'static str, String, String)>,
 }
 
 impl Report {
     fn push(&mut self, warning: bool, kind: &'static str, entity: &str, detail: String) {
-        let n = self.per_kind.entry(kind).or_default();
+        if !self.seen.insert((kind, entity.to_string(), detail.clone())) {
+            return;
+        }
+        let (n, _) = self.per_kind.entry(kind).or_insert((0, warning));
         *n += 1;
         if *n > MAX_FINDINGS_PER_KIND {
             return;
@@ -68,6 +75,8 @@ pub(crate) fn check(
     let mut named_rows = 0u64;
     // Source key → the sections under it (in kbid order, as the records are read).
     let mut source_keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    // Sections no document holds that were not learned on their own: a document's history.
+    let mut detached: HashSet<String> = HashSet::new();
 
     for row in t.sections.iter()? {
         let (k, v) = row?;
@@ -152,10 +161,14 @@ pub(crate) fn check(
             r.error("type_mismatch", id, problem);
         }
         if !rec.standalone && t.docs_of(id)?.is_empty() {
-            r.error(
+            // What an edit or a re-sync leaves behind: routine, not damage.
+            detached.insert(id.to_string());
+            r.warning(
                 "orphan_section",
                 id,
-                "no document holds it and it was not learned on its own (gc removes it)".into(),
+                "no document holds it any more (an edit or re-sync let go of it) and it was not \
+                 learned on its own: gc removes it"
+                    .into(),
             );
         }
     }
@@ -248,6 +261,10 @@ pub(crate) fn check(
         let (k, v) = row?;
         let (source, _) = k.value();
         references_checked += 1;
+        if detached.contains(source) {
+            // An earlier version's links: its targets may have moved on since, as it has.
+            continue;
+        }
         let m: crate::text::markers::Marker = decode("refs_out", source, v.value())?;
         let resolved = match &m.target {
             Target::Section(kbid) => {
@@ -295,12 +312,18 @@ pub(crate) fn check(
         );
     }
 
-    // Divergent content: several sections under one source key.
-    for (key, kbids) in source_keys.iter().filter(|(_, kbids)| kbids.len() > 1) {
+    // Divergent content: several live sections under one source key. The versions a document's
+    // edits let go of (detached) are its history, not a contradiction; between live sections it
+    // is a conflict to resolve (learn with replace), not damage: a warning.
+    for (key, kbids) in &source_keys {
+        let kbids: Vec<&String> = kbids.iter().filter(|k| !detached.contains(*k)).collect();
+        if kbids.len() < 2 {
+            continue;
+        }
         // Sections of one document may share a derived key (a heading repeated in the same
         // document): those are parts, not contradicting versions.
         let mut common: Option<HashSet<String>> = None;
-        for k in kbids {
+        for k in &kbids {
             let docs: HashSet<String> = t.docs_of(k)?.into_iter().collect();
             common = Some(match common {
                 None => docs,
@@ -309,13 +332,14 @@ pub(crate) fn check(
         }
         let same_document = common.is_some_and(|c| !c.is_empty());
         if !same_document {
-            r.error(
+            let list: Vec<&str> = kbids.iter().map(|k| k.as_str()).collect();
+            r.warning(
                 "divergent_content",
                 key,
                 format!(
                     "{} sections share this source key with different content: {} (learn with replace to supersede)",
                     kbids.len(),
-                    kbids.join(", ")
+                    list.join(", ")
                 ),
             );
         }
@@ -361,14 +385,25 @@ pub(crate) fn check(
         }
     }
 
-    for (kind, n) in &r.per_kind {
-        if *n > MAX_FINDINGS_PER_KIND {
-            r.errors.push(CheckFinding {
-                kind: (*kind).to_string(),
-                entity: "*".into(),
-                detail: format!("{} more of this kind not listed", n - MAX_FINDINGS_PER_KIND),
-            });
-        }
+    let mut capped: Vec<(&'static str, usize, bool)> = r
+        .per_kind
+        .iter()
+        .filter(|(_, (n, _))| *n > MAX_FINDINGS_PER_KIND)
+        .map(|(kind, (n, warning))| (*kind, *n, *warning))
+        .collect();
+    capped.sort();
+    for (kind, n, warning) in capped {
+        // In the list of its kind: more warnings are still no error.
+        let list = if warning {
+            &mut r.warnings
+        } else {
+            &mut r.errors
+        };
+        list.push(CheckFinding {
+            kind: kind.to_string(),
+            entity: "*".into(),
+            detail: format!("{} more of this kind not listed", n - MAX_FINDINGS_PER_KIND),
+        });
     }
     Ok(CheckResult {
         ok: r.errors.is_empty(),

@@ -102,18 +102,8 @@ pub(crate) fn resolve_target(opts: &ExportOptions, db_dir: &Path) -> Result<Path
             target.display()
         ))),
         Ok(_) => {
-            let non_empty = fs::read_dir(&target)
-                .map_err(io(format!("cannot read {}", target.display())))?
-                .next()
-                .is_some();
-            if non_empty && !opts.force {
-                Err(invalid(format!(
-                    "{} is not empty; use --force to replace it",
-                    target.display()
-                )))
-            } else {
-                Ok(target)
-            }
+            check_replaceable(&target, opts)?;
+            Ok(target)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(target),
         Err(e) => Err(KbError::io(
@@ -145,6 +135,211 @@ fn resolve_uncreated(path: &Path) -> Result<PathBuf> {
         }
     }
     Ok(resolved)
+}
+
+/// How the caller spells "replace": the MCP tool (the confined export) takes `force: true`,
+/// the CLI `--force`.
+fn force_word(opts: &ExportOptions) -> &'static str {
+    if opts.confine_to.is_some() {
+        "`force: true`"
+    } else {
+        "--force"
+    }
+}
+
+/// An existing folder `target` may be replaced only when it is empty, or, with `force`, when it
+/// is an earlier kbdb export and nothing else: replacing deletes it, and a folder that is not
+/// ours (a project's `src/`, a thesis) must never be deleted. The error names the folder and a
+/// few of its entries.
+fn check_replaceable(target: &Path, opts: &ExportOptions) -> Result<()> {
+    let names = entry_names(target)?;
+    if names.is_empty() {
+        return Ok(());
+    }
+    let holds = listing(&names);
+    let foreign = foreign_entry(target)?;
+    let force = force_word(opts);
+    let message = match (&foreign, opts.force) {
+        (None, true) => return Ok(()),
+        (None, false) => format!(
+            "{} is not empty (it holds {holds}); it is an earlier kbdb export: use {force} to replace it",
+            target.display()
+        ),
+        (Some(_), false) => format!(
+            "{} is not empty (it holds {holds}); export into a new or empty folder ({force} replaces only an earlier kbdb export)",
+            target.display()
+        ),
+        (Some(why), true) => format!(
+            "{} is not a kbdb export ({why}; it holds {holds}); {force} replaces only an empty folder or an earlier kbdb export, never other files: choose another folder",
+            target.display()
+        ),
+    };
+    Err(KbError::invalid("path", message))
+}
+
+/// The names in `dir`, sorted, folders marked with a trailing `/`.
+fn entry_names(dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map_err(io(format!("cannot read {}", dir.display())))?
+        .flatten()
+        .map(|e| {
+            let dir = e.file_type().is_ok_and(|t| t.is_dir());
+            format!(
+                "{}{}",
+                e.file_name().to_string_lossy(),
+                if dir { "/" } else { "" }
+            )
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// A few names for a message: `a, b/, c and 12 more`.
+fn listing(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = names[..names.len().min(SHOWN)].join(", ");
+    if names.len() > SHOWN {
+        out.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    out
+}
+
+/// Why `dir` is not exactly a kbdb export (None when it is): it must have a `catalog.toml` that
+/// reads as one, and hold nothing an export does not write — the layout's files at the top,
+/// `sections/<2 characters>/<kbid>.<ext>` files, `documents/` folders and `.toml` manifests, the
+/// index files in `indexes/`; no symbolic link, nothing else. A name is not enough: a folder
+/// with a catalog and foreign files is not ours to delete.
+pub(crate) fn foreign_entry(dir: &Path) -> Result<Option<String>> {
+    use super::{index_files as ix, vectors_idx as vx};
+    let catalog = dir.join(layout::CATALOG);
+    match fs::symlink_metadata(&catalog) {
+        Ok(m) if m.is_file() => {}
+        _ => return Ok(Some("it has no catalog.toml".into())),
+    }
+    let is_catalog = super::import::read_bounded(&catalog, super::import::MAX_TOML_BYTES)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .is_some_and(|t| toml::from_str::<Catalog>(&t).is_ok());
+    if !is_catalog {
+        return Ok(Some("its catalog.toml is not a kbdb catalog".into()));
+    }
+    let foreign = |p: &Path| {
+        Ok(Some(format!(
+            "{} is not part of an export",
+            p.strip_prefix(dir).unwrap_or(p).display()
+        )))
+    };
+    let kind = |p: &Path| -> Result<fs::FileType> {
+        Ok(fs::symlink_metadata(p)
+            .map_err(io(format!("cannot access {}", p.display())))?
+            .file_type())
+    };
+    let children = |p: &Path| -> Result<Vec<(PathBuf, String, fs::FileType)>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(p).map_err(io(format!("cannot read {}", p.display())))? {
+            let e = e.map_err(io(format!("cannot read {}", p.display())))?;
+            let t = e
+                .file_type()
+                .map_err(io(format!("cannot access {}", e.path().display())))?;
+            out.push((e.path(), e.file_name().to_string_lossy().into_owned(), t));
+        }
+        Ok(out)
+    };
+    for (path, name, t) in children(dir)? {
+        let file = t.is_file();
+        let folder = t.is_dir();
+        let known = match name.as_str() {
+            layout::CATALOG | layout::SYNONYMS | layout::MODELS => file,
+            layout::SECTIONS_DIR | layout::DOCUMENTS_DIR | layout::INDEXES_DIR => folder,
+            _ => false,
+        };
+        if !known {
+            return foreign(&path);
+        }
+    }
+    let sections = dir.join(layout::SECTIONS_DIR);
+    if kind(&sections).is_ok_and(|t| t.is_dir()) {
+        for (fan, fan_name, t) in children(&sections)? {
+            if !t.is_dir() || fan_name.chars().count() != 2 {
+                return foreign(&fan);
+            }
+            for (path, name, t) in children(&fan)? {
+                let stem = name.split_once('.').map(|(s, _)| s).unwrap_or("");
+                if !t.is_file()
+                    || !crate::model::kbid::is_kbid(stem)
+                    || !stem.starts_with(&fan_name)
+                {
+                    return foreign(&path);
+                }
+            }
+        }
+    }
+    let mut stack = vec![dir.join(layout::DOCUMENTS_DIR)];
+    while let Some(d) = stack.pop() {
+        if !kind(&d).is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        for (path, name, t) in children(&d)? {
+            if t.is_dir() {
+                stack.push(path);
+            } else if !t.is_file() || !name.ends_with(".toml") {
+                return foreign(&path);
+            }
+        }
+    }
+    let indexes = dir.join(layout::INDEXES_DIR);
+    if kind(&indexes).is_ok_and(|t| t.is_dir()) {
+        for (path, name, t) in children(&indexes)? {
+            let known = [
+                ix::META_FILE,
+                ix::TERMS_FILE,
+                ix::POSITIONS_FILE,
+                ix::CORPUS_FILE,
+                ix::REFERENCES_FILE,
+                vx::VECTORS_FILE,
+                vx::META_FILE,
+            ]
+            .contains(&name.as_str());
+            if !t.is_file() || !known {
+                return foreign(&path);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Exchange two paths atomically (Linux `renameat2(RENAME_EXCHANGE)`): both exist before and
+/// after, there is no moment when either is missing. Err when the system or file system
+/// cannot (the caller falls back to two renames).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: two valid NUL-terminated paths; the call reads them and nothing else.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
 }
 
 /// Write the snapshot of `txn` into `target` (via a temporary sibling).
@@ -181,24 +376,9 @@ pub(crate) fn export(
             return Err(e);
         }
     };
-    // Swap into place: an existing (forced) target moves aside first and is removed after.
-    let old = parent.join(format!(".{name}.replaced-{unique}"));
-    let had_old = target.exists();
-    if had_old {
-        fs::rename(target, &old).map_err(io(format!("cannot move {} aside", target.display())))?;
-    }
-    if let Err(e) = fs::rename(&tmp, target) {
-        if had_old {
-            let _ = fs::rename(&old, target);
-        }
+    if let Err(e) = put_in_place(&tmp, target, parent, &name, &unique, opts) {
         let _ = fs::remove_dir_all(&tmp);
-        return Err(KbError::io(
-            format!("cannot rename into {}", target.display()),
-            e,
-        ));
-    }
-    if had_old {
-        let _ = fs::remove_dir_all(&old);
+        return Err(e);
     }
     remove_stale_temporaries(parent, &name);
     sync_dir(parent);
@@ -206,6 +386,57 @@ pub(crate) fn export(
         path: target.to_path_buf(),
         ..written
     })
+}
+
+/// Move the finished export `tmp` to `target`. An absent or empty target is replaced by one
+/// rename. An earlier export (checked again: the folder may have changed since) is exchanged
+/// with `tmp` in one atomic step, so the previous export stays whole until the new one is in
+/// place, then removed. Where the exchange is not available, the old export moves aside
+/// first, and back when the new one cannot be renamed in.
+fn put_in_place(
+    tmp: &Path,
+    target: &Path,
+    parent: &Path,
+    name: &str,
+    unique: &str,
+    opts: &ExportOptions,
+) -> Result<()> {
+    let renamed = |e| KbError::io(format!("cannot rename into {}", target.display()), e);
+    let occupied = match fs::symlink_metadata(target) {
+        Ok(_) => {
+            check_replaceable(target, opts)?;
+            !entry_names(target)?.is_empty()
+        }
+        Err(_) => false,
+    };
+    if !occupied {
+        // rename(2) replaces an empty folder, and fails (changing nothing) on anything else.
+        return fs::rename(tmp, target).map_err(renamed);
+    }
+    if exchange(tmp, target).is_ok() {
+        // `tmp` now holds the previous export. Delete it only if it is still nothing but an
+        // export (a file dropped into it meanwhile keeps it, visible, beside the new one).
+        if foreign_entry(tmp)?.is_none() {
+            let _ = fs::remove_dir_all(tmp);
+        } else {
+            let kept = parent.join(format!("{name}.previous-{unique}"));
+            tracing::warn!(
+                "{} received other files while the export was written; kept as {}",
+                target.display(),
+                kept.display()
+            );
+            let _ = fs::rename(tmp, &kept);
+        }
+        return Ok(());
+    }
+    let old = parent.join(format!(".{name}.replaced-{unique}"));
+    fs::rename(target, &old).map_err(io(format!("cannot move {} aside", target.display())))?;
+    if let Err(e) = fs::rename(tmp, target) {
+        let _ = fs::rename(&old, target);
+        return Err(renamed(e));
+    }
+    let _ = fs::remove_dir_all(&old);
+    Ok(())
 }
 
 /// Remove the temporary folders that interrupted exports left in `parent`, where an export to

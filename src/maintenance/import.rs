@@ -99,20 +99,72 @@ impl Reader<'_> {
     }
 }
 
-/// A regular file's bytes; symbolic links are refused (an import never follows a link out of
-/// the layout).
-fn read_regular(path: &Path) -> std::result::Result<Vec<u8>, String> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err("is a symbolic link (not followed)".into()),
-        Ok(m) if !m.is_file() => Err("is not a regular file".into()),
-        Ok(_) => fs::read(path).map_err(|e| format!("cannot be read: {e}")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err("is missing".into()),
-        Err(e) => Err(format!("cannot be read: {e}")),
-    }
+/// Bound on `catalog.toml`, a section's metadata and `vectors-meta.toml`: a few KiB each in any
+/// real export (docs/file-layout.md, "Bounds").
+pub const MAX_TOML_BYTES: u64 = 1024 * 1024;
+/// Bound on a document manifest, `synonyms.toml` and `models.toml`: they grow with a document's
+/// sections and the synonyms, still far below this.
+pub const MAX_LIST_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most bytes a section's content file may have: `limits.max_content_bytes` and an eighth
+/// more, as learning checks the size before the text is normalised (NFC may lengthen it a little).
+pub fn max_section_bytes(limits: &crate::config::Limits) -> u64 {
+    limits
+        .max_content_bytes
+        .saturating_add(limits.max_content_bytes / 8)
 }
 
-fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> std::result::Result<T, String> {
-    let bytes = read_regular(path)?;
+/// Open a file of the layout for reading: never through a symbolic link (`O_NOFOLLOW`), never
+/// blocking on a FIFO or device (`O_NONBLOCK`), and only a regular file. Returns it with its
+/// size.
+fn open_regular(path: &Path) -> std::result::Result<(fs::File, u64), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "is missing".to_string(),
+            _ if e.raw_os_error() == Some(libc::ELOOP) => {
+                "is a symbolic link (not followed)".to_string()
+            }
+            _ => format!("cannot be read: {e}"),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    Ok((file, meta.len()))
+}
+
+/// A regular file's bytes, at most `max` of them: the size is checked before anything is read
+/// (a sparse 50 GB file is refused, not read), and the read stops past `max` should the file
+/// grow meanwhile. Symbolic links, FIFOs and devices are refused.
+#[doc(hidden)] // public for the fuzz targets (fuzz/)
+pub fn read_bounded(path: &Path, max: u64) -> std::result::Result<Vec<u8>, String> {
+    use std::io::Read;
+    let (file, len) = open_regular(path)?;
+    let too_big = |n: u64| format!("is {n} bytes; the limit for this file is {max}");
+    if len > max {
+        return Err(too_big(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+fn read_toml<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    max: u64,
+) -> std::result::Result<T, String> {
+    let bytes = read_bounded(path, max)?;
     let text = String::from_utf8(bytes).map_err(|_| "is not UTF-8".to_string())?;
     toml::from_str(&text).map_err(|e| format!("is not valid: {}", e.message()))
 }
@@ -137,13 +189,14 @@ pub fn read_layout(
     progress: &dyn Fn(u64, u64),
 ) -> Result<Plan> {
     let catalog_path = root.join(layout::CATALOG);
-    let catalog: Catalog = read_toml(&catalog_path).map_err(|reason| KbError::BadImport {
-        path: layout::CATALOG.into(),
-        reason: format!(
-            "{reason} — {} is not a kbdb export (catalog.toml is required)",
-            root.display()
-        ),
-    })?;
+    let catalog: Catalog =
+        read_toml(&catalog_path, MAX_TOML_BYTES).map_err(|reason| KbError::BadImport {
+            path: layout::CATALOG.into(),
+            reason: format!(
+                "{reason} — {} is not a kbdb export (catalog.toml is required)",
+                root.display()
+            ),
+        })?;
     if catalog.catalog.format_version != layout::FORMAT_VERSION {
         return Err(KbError::BadImport {
             path: layout::CATALOG.into(),
@@ -164,6 +217,9 @@ pub fn read_layout(
     // Sections: sections/<2 chars>/<kbid>.toml beside <kbid>.<ext>.
     let mut sections = Vec::new();
     let mut done = 0u64;
+    // Entries found, good or bad, to compare with the catalog's counts.
+    let mut section_files = 0u64;
+    let mut document_files = 0u64;
     for fan in entries(&root.join(layout::SECTIONS_DIR))? {
         if !fan.is_dir() || fs::symlink_metadata(&fan).is_ok_and(|m| m.file_type().is_symlink()) {
             r.problem(&fan, "is not a fan-out folder of sections")?;
@@ -174,6 +230,7 @@ pub fn read_layout(
                 continue; // content files are read through their metadata
             }
             done += 1;
+            section_files += 1;
             if done.is_multiple_of(256) {
                 progress(done, expected);
             }
@@ -221,6 +278,7 @@ pub fn read_layout(
                 continue;
             }
             done += 1;
+            document_files += 1;
             if done.is_multiple_of(256) {
                 progress(done, expected);
             }
@@ -247,7 +305,10 @@ pub fn read_layout(
     let synonyms_path = root.join(layout::SYNONYMS);
     let mut synonyms = BTreeMap::new();
     if synonyms_path.exists() {
-        match read_toml::<BTreeMap<String, BTreeMap<String, Vec<String>>>>(&synonyms_path) {
+        match read_toml::<BTreeMap<String, BTreeMap<String, Vec<String>>>>(
+            &synonyms_path,
+            MAX_LIST_BYTES,
+        ) {
             Ok(mut t) => synonyms = t.remove("synonyms").unwrap_or_default(),
             Err(reason) => r.problem(&synonyms_path, reason)?,
         }
@@ -256,7 +317,7 @@ pub fn read_layout(
     let models_path = root.join(layout::MODELS);
     let mut models = None;
     if models_path.exists() {
-        match read_regular(&models_path) {
+        match read_bounded(&models_path, MAX_LIST_BYTES) {
             Ok(b) => {
                 let text = String::from_utf8_lossy(&b).into_owned();
                 match crate::collections::model::ModelSet::from_toml(&text) {
@@ -267,7 +328,34 @@ pub fn read_layout(
             Err(e) => r.problem(&models_path, e)?,
         }
     }
-    let vectors = read_vectors(&mut r, root)?;
+    // An export cut short or copied in part reads like a smaller one: only the catalog, written
+    // last, says what should be there.
+    let found = [
+        ("section", catalog.catalog.sections, section_files),
+        ("document", catalog.catalog.documents, document_files),
+        (
+            "synonym term",
+            catalog.catalog.synonyms,
+            synonyms.len() as u64,
+        ),
+    ];
+    for (what, listed, found) in found {
+        if listed != found {
+            r.problem(
+                &catalog_path,
+                format!(
+                    "lists {listed} {what}(s) but the layout holds {found}: the export is {} \
+                     (import it with --strict to refuse it)",
+                    if found < listed {
+                        "incomplete (cut short or partly copied)"
+                    } else {
+                        "not the one the catalog describes (files were added)"
+                    }
+                ),
+            )?;
+        }
+    }
+    let vectors = read_vectors(&mut r, root, section_files)?;
     progress(expected, expected);
     Ok(Plan {
         sections,
@@ -287,7 +375,7 @@ fn read_section(
     path: &Path,
     limits: &crate::config::Limits,
 ) -> std::result::Result<ReadySection, String> {
-    let meta: SectionMeta = read_toml(path)?;
+    let meta: SectionMeta = read_toml(path, MAX_TOML_BYTES)?;
     if !kbid::is_kbid(&meta.kbid) {
         return Err(format!("kbid {:?} is not a valid kbid", meta.kbid));
     }
@@ -320,14 +408,9 @@ fn read_section(
         ));
     }
     let content_path = path.with_file_name(&meta.file);
-    let bytes = read_regular(&content_path).map_err(|e| format!("content file {e}"))?;
-    if bytes.len() as u64 > limits.max_content_bytes {
-        return Err(format!(
-            "content is {} bytes; the limit is {} (limits.max_content_bytes)",
-            bytes.len(),
-            limits.max_content_bytes
-        ));
-    }
+    let max = max_section_bytes(limits);
+    let bytes = read_bounded(&content_path, max)
+        .map_err(|e| format!("content file {e} (limits.max_content_bytes and an eighth more)"))?;
     let digest = kbid::sha256(&bytes);
     if kbid::hex(&digest) != meta.checksum {
         return Err(format!(
@@ -409,7 +492,7 @@ fn read_document(
     path: &Path,
     imported: &HashSet<String>,
 ) -> std::result::Result<(DocumentManifest, Vec<String>), String> {
-    let mut doc: DocumentManifest = read_toml(path)?;
+    let mut doc: DocumentManifest = read_toml(path, MAX_LIST_BYTES)?;
     validate::validate_docid(&doc.docid).map_err(|e| e.to_string())?;
     let rel = path
         .strip_prefix(docs_root)
@@ -442,13 +525,19 @@ fn read_document(
 }
 
 /// Validate `indexes/vectors.idx` (and its meta) when present.
-fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<Option<(VectorsMeta, VectorsIdx)>> {
+/// `sections`: how many sections the layout holds; a vector belongs to one, so the header may not
+/// announce more.
+fn read_vectors(
+    r: &mut Reader<'_>,
+    root: &Path,
+    sections: u64,
+) -> Result<Option<(VectorsMeta, VectorsIdx)>> {
     let idx_path = root.join(layout::INDEXES_DIR).join("vectors.idx");
     let meta_path = root.join(layout::INDEXES_DIR).join("vectors-meta.toml");
     if !idx_path.exists() && !meta_path.exists() {
         return Ok(None);
     }
-    let bytes = match read_regular(&idx_path) {
+    let bytes = match read_vectors_file(&idx_path, sections) {
         Ok(b) => b,
         Err(e) => {
             r.problem(&idx_path, e)?;
@@ -465,7 +554,7 @@ fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<Option<(VectorsMeta, 
             return Ok(None);
         }
     };
-    let meta_text = match read_regular(&meta_path) {
+    let meta_text = match read_bounded(&meta_path, MAX_TOML_BYTES) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => {
             r.problem(&meta_path, e)?;
@@ -491,6 +580,42 @@ fn read_vectors(r: &mut Reader<'_>, root: &Path) -> Result<Option<(VectorsMeta, 
     }
 }
 
+/// The bytes of `vectors.idx`, read only when its size is the one its header announces and
+/// the header announces no more vectors than the layout has sections.
+fn read_vectors_file(path: &Path, sections: u64) -> std::result::Result<Vec<u8>, String> {
+    use super::vectors_idx::{HEADER_LEN, KEY_LEN};
+    use std::io::Read;
+    let (mut file, len) = open_regular(path)?;
+    let read = |file: &mut fs::File, n: u64, into: &mut Vec<u8>| {
+        file.take(n)
+            .read_to_end(into)
+            .map_err(|e| format!("cannot be read: {e}"))
+    };
+    let mut bytes = Vec::with_capacity(HEADER_LEN);
+    read(&mut file, HEADER_LEN as u64, &mut bytes)?;
+    if bytes.len() < HEADER_LEN {
+        return Ok(bytes); // too short for a header: decoding says so
+    }
+    let dims = u64::from(u16::from_le_bytes([bytes[5], bytes[6]]));
+    let count = u64::from(u32::from_le_bytes([
+        bytes[7], bytes[8], bytes[9], bytes[10],
+    ]));
+    let expected = HEADER_LEN as u64 + count * (KEY_LEN as u64 + dims * 4);
+    if count > sections {
+        return Err(format!(
+            "announces {count} vectors but the layout has {sections} section(s); vectors skipped"
+        ));
+    }
+    if len != expected {
+        return Err(format!(
+            "is {len} bytes but its header announces {count} vectors of {dims} dimensions \
+             ({expected} bytes); vectors skipped"
+        ));
+    }
+    read(&mut file, expected - HEADER_LEN as u64, &mut bytes)?;
+    Ok(bytes)
+}
+
 /// The first document (by docid) listing each section: the base of its relative links.
 pub(crate) fn reference_bases(documents: &[DocumentManifest]) -> HashMap<&str, &str> {
     let mut out = HashMap::new();
@@ -500,4 +625,52 @@ pub(crate) fn reference_bases(documents: &[DocumentManifest]) -> HashMap<&str, &
         }
     }
     out
+}
+
+impl crate::Kb {
+    /// `import` into the database in `dir`, creating it when it does not exist — only once the
+    /// layout has been read and verified, so a refused import (a bad entry with `strict`, a
+    /// missing catalog, an incomplete export) creates nothing. Should writing fail after the
+    /// database was created, what was created is removed again: a failed import leaves no
+    /// trace. A database that exists is imported into as by [`Kb::import`].
+    pub fn import_creating(
+        dir: &Path,
+        path: &Path,
+        strict: bool,
+        progress: &dyn Fn(u64, u64),
+    ) -> Result<(crate::Kb, ImportResult)> {
+        let start = std::time::Instant::now();
+        if dir.join(crate::store::DB_FILE).exists() {
+            let kb = crate::Kb::open(dir)?;
+            let r = kb.import_with_progress(path, strict, progress)?;
+            return Ok((kb, r));
+        }
+        let limits = crate::Config::load(dir)
+            .map(|c| c.limits)
+            .unwrap_or_default();
+        let plan = read_layout(path, strict, &limits, progress)?;
+        // What the folder held before the database was created: everything else is ours.
+        let before: Option<HashSet<std::ffi::OsString>> = match fs::read_dir(dir) {
+            Ok(rd) => Some(rd.flatten().map(|e| e.file_name()).collect()),
+            Err(_) => None,
+        };
+        let created = crate::Kb::open_or_create(dir)
+            .and_then(|(kb, _)| kb.apply_import(path, plan, start).map(|r| (kb, r)));
+        if created.is_err() {
+            match &before {
+                None => {
+                    let _ = fs::remove_dir_all(dir);
+                }
+                Some(names) => {
+                    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+                        if !names.contains(&e.file_name()) {
+                            let p = e.path();
+                            let _ = fs::remove_dir_all(&p).or_else(|_| fs::remove_file(&p));
+                        }
+                    }
+                }
+            }
+        }
+        created
+    }
 }

@@ -475,8 +475,9 @@ fn export() -> Value {
         "Write a consistent snapshot of the knowledge base as plain files — sections, \
          document manifests and a catalog — for backup or versioning; indexes are left out \
          unless `with_indexes` (they can be rebuilt). The destination must be inside the \
-         folder that contains the database folder, and absent or empty unless `force`. The \
-         snapshot appears atomically. Returns `{path, sections_exported, documents_exported, \
+         folder that contains the database folder, and absent or empty; `force` replaces an \
+         earlier kbdb export there, and never any other folder. The snapshot appears \
+         atomically. Returns `{path, sections_exported, documents_exported, \
          elapsed_ms}`.",
         object(
             json!({
@@ -497,8 +498,9 @@ fn export() -> Value {
                 "force": {
                     "type": "boolean",
                     "default": false,
-                    "description": "Replace the destination when it exists and is not empty \
-                                    (kbdb extension)."
+                    "description": "Replace the destination when it is an earlier kbdb \
+                                    export (recognised by its catalog.toml); any other \
+                                    non-empty folder is refused (kbdb extension)."
                 }
             }),
             &[],
