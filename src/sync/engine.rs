@@ -343,6 +343,8 @@ struct Candidate {
     abs: PathBuf,
     rel: String,
     stat: FileStat,
+    /// (device, inode) when listed: the file read must be this one.
+    ident: (u64, u64),
 }
 
 /// What a scan found: files to look at, files left alone (with why), unreadable folders.
@@ -360,11 +362,12 @@ impl Found<'_> {
         let rel_or_shown =
             |p: &Path| scan::relative(root, p).unwrap_or_else(|_| p.display().to_string());
         scan::walk(rules, dir, &mut |e| match e {
-            Entry::File(p, stat) => match scan::relative(root, p) {
+            Entry::File(p, stat, ident) => match scan::relative(root, p) {
                 Ok(rel) => self.candidates.push(Candidate {
                     abs: p.to_path_buf(),
                     rel,
                     stat,
+                    ident,
                 }),
                 Err(reason) => self.skipped.push((p.display().to_string(), reason)),
             },
@@ -519,7 +522,7 @@ impl Run<'_> {
             return Ok(());
         }
         let recorded_at_ns = records::now_ns();
-        let read = match scan::read_file(&c.abs, self.limits.max_content_bytes) {
+        let read = match scan::read_file(&c.abs, self.limits.max_content_bytes, Some(c.ident)) {
             Ok(r) => r,
             Err(ReadError::Missing) => {
                 self.report.files -= 1;
@@ -659,6 +662,7 @@ impl Kb {
                             abs,
                             rel,
                             stat: FileStat::of(&m),
+                            ident: scan::identity(&m),
                         });
                     } else if m.file_type().is_symlink() {
                         found

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -55,9 +56,11 @@ pub struct Rules {
     root: PathBuf,
     /// Paths never synced (the database folder when it lies inside the synced one).
     exclude: Vec<PathBuf>,
-    matchers: HashMap<PathBuf, Option<Gitignore>>,
+    matchers: HashMap<PathBuf, Option<Arc<Gitignore>>>,
     /// Ignore files that could not be read or parsed: (path, why).
     pub problems: Vec<(PathBuf, String)>,
+    /// Patterns read from ignore files so far (at most [`MAX_IGNORE_PATTERNS_TOTAL`]).
+    patterns: usize,
 }
 
 impl Rules {
@@ -67,6 +70,7 @@ impl Rules {
             exclude,
             matchers: HashMap::new(),
             problems: Vec::new(),
+            patterns: 0,
         }
     }
 
@@ -77,24 +81,48 @@ impl Rules {
     /// Forget the cached ignore files (one of them changed).
     pub fn invalidate(&mut self) {
         self.matchers.clear();
+        self.patterns = 0;
     }
 
-    fn matcher(&mut self, dir: &Path) -> Option<&Gitignore> {
+    /// The ignore rules of the folder `dir` itself (its own ignore files), if it has any.
+    fn matcher(&mut self, dir: &Path) -> Option<Arc<Gitignore>> {
         if !self.matchers.contains_key(dir) {
             let mut builder = GitignoreBuilder::new(dir);
             let mut any = false;
             for name in IGNORE_FILES {
                 let file = dir.join(name);
-                if file.is_file() {
-                    any = true;
-                    if let Some(e) = builder.add(&file) {
-                        self.problems.push((file, e.to_string()));
+                match read_ignore_file(&file) {
+                    Ok(None) => {}
+                    Ok(Some((_, n))) if self.patterns + n > MAX_IGNORE_PATTERNS_TOTAL => {
+                        self.problems.push((
+                            file,
+                            format!(
+                                "the folder's ignore files have more than {MAX_IGNORE_PATTERNS_TOTAL} patterns together, the most kbdb uses"
+                            ),
+                        ));
                     }
+                    Ok(Some((text, n))) => {
+                        any = true;
+                        self.patterns += n;
+                        for (i, line) in text.lines().enumerate() {
+                            // As git: a byte-order mark at the start is not part of a pattern.
+                            let line = if i == 0 {
+                                line.trim_start_matches('\u{feff}')
+                            } else {
+                                line
+                            };
+                            if let Err(e) = builder.add_line(Some(file.clone()), line) {
+                                self.problems
+                                    .push((file.clone(), format!("line {}: {e}", i + 1)));
+                            }
+                        }
+                    }
+                    Err(why) => self.problems.push((file, why)),
                 }
             }
             let gi = if any {
                 match builder.build() {
-                    Ok(g) => Some(g),
+                    Ok(g) => Some(Arc::new(g)),
                     Err(e) => {
                         self.problems.push((dir.to_path_buf(), e.to_string()));
                         None
@@ -105,41 +133,42 @@ impl Rules {
             };
             self.matchers.insert(dir.to_path_buf(), gi);
         }
-        self.matchers.get(dir).and_then(Option::as_ref)
+        self.matchers.get(dir).cloned().flatten()
     }
 
-    /// Whether the entry `path` (a folder when `is_dir`) is excluded, given that the folders
-    /// above it are not.
-    pub fn excluded_entry(&mut self, path: &Path, is_dir: bool) -> bool {
-        if path.file_name().is_some_and(is_hidden) {
-            return true;
+    /// The rules in force inside the folder `dir` (inside the synced folder): the matchers of
+    /// the folders from the synced folder down to `dir`, the deepest last.
+    fn stack_for(&mut self, dir: &Path) -> Vec<Arc<Gitignore>> {
+        let mut stack = Vec::new();
+        let Ok(rel) = dir.strip_prefix(&self.root) else {
+            return stack;
+        };
+        let mut cur = self.root.clone();
+        stack.extend(self.matcher(&cur));
+        for c in rel.components() {
+            if let Component::Normal(n) = c {
+                cur.push(n);
+                stack.extend(self.matcher(&cur));
+            }
         }
-        if self.exclude.iter().any(|e| e == path) {
-            return true;
-        }
-        match path.parent() {
-            Some(p) => self.excluded_from(path, is_dir, p.to_path_buf()),
-            None => false,
-        }
+        stack
     }
 
-    /// The ignore files from `dir` up to the synced folder decide (the deepest that matches).
-    fn excluded_from(&mut self, path: &Path, is_dir: bool, mut dir: PathBuf) -> bool {
-        loop {
-            if !dir.starts_with(&self.root) {
-                return false;
-            }
-            if let Some(gi) = self.matcher(&dir) {
-                match gi.matched(path, is_dir) {
-                    Match::Ignore(_) => return true,
-                    Match::Whitelist(_) => return false,
-                    Match::None => {}
-                }
-            }
-            if dir == self.root || !dir.pop() {
-                return false;
+    /// Whether the entry `path` (a folder when `is_dir`) is excluded, given the rules in force
+    /// in its folder (`stack`, from [`Rules::stack_for`]) and that the folders above it are not
+    /// excluded. The deepest ignore file with a matching pattern decides.
+    fn excluded_by(&self, stack: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
+        if path.file_name().is_some_and(is_hidden) || self.exclude.iter().any(|e| e == path) {
+            return true;
+        }
+        for gi in stack.iter().rev() {
+            match gi.matched(path, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
             }
         }
+        false
     }
 
     /// Whether `path` (inside the folder) or a folder between it and the synced folder is
@@ -155,33 +184,102 @@ impl Rules {
                 _ => None,
             })
             .collect();
+        // The rules are gathered on the way down (one look-up per folder), so a deep path
+        // costs its depth, not its depth squared.
         let mut cur = self.root.clone();
+        let mut stack: Vec<Arc<Gitignore>> = self.matcher(&cur).into_iter().collect();
         for (i, part) in parts.iter().enumerate() {
             cur.push(part);
             let dir = i + 1 < parts.len() || is_dir;
-            if self.excluded_entry(&cur.clone(), dir) {
+            if self.excluded_by(&stack, &cur, dir) {
                 return true;
+            }
+            if dir {
+                stack.extend(self.matcher(&cur));
             }
         }
         false
     }
 }
 
+/// Largest ignore file read (bytes). The matcher's memory and build time grow with the
+/// patterns (10,000 patterns: 155 MB; 100,000: 1.25 GB), so a larger file is not used
+/// (reported, as a file that does not parse is); real ones are a few kilobytes.
+pub const MAX_IGNORE_BYTES: u64 = 64 * 1024;
+/// Most patterns (non-blank, non-comment lines) of one ignore file.
+pub const MAX_IGNORE_PATTERNS: usize = 2_000;
+/// Most patterns of all the ignore files of one folder tree together (one [`Rules`]).
+pub const MAX_IGNORE_PATTERNS_TOTAL: usize = 20_000;
+
+/// The text of the ignore file `file` (None: there is none) and its pattern count, read
+/// within the bounds above.
+fn read_ignore_file(file: &Path) -> Result<Option<(String, usize)>, String> {
+    let (mut f, m) = match open_regular(file) {
+        Ok(x) => x,
+        Err(OpenError::Missing) => return Ok(None),
+        // A folder named `.gitignore` is no ignore file; anything else odd is reported.
+        Err(OpenError::NotRegular("a folder")) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let too_big = || {
+        format!("is larger than {MAX_IGNORE_BYTES} bytes, the most kbdb reads of an ignore file")
+    };
+    if m.len() > MAX_IGNORE_BYTES {
+        return Err(too_big());
+    }
+    let bytes = read_bounded(&mut f, MAX_IGNORE_BYTES)
+        .map_err(|e| format!("cannot be read: {e}"))?
+        .ok_or_else(too_big)?;
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let patterns = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .count();
+    if patterns > MAX_IGNORE_PATTERNS {
+        return Err(format!(
+            "has {patterns} patterns; the most kbdb uses from one ignore file is {MAX_IGNORE_PATTERNS}"
+        ));
+    }
+    Ok(Some((text, patterns)))
+}
+
 /// One entry met by [`walk`].
 pub enum Entry<'a> {
     /// A folder that is synced (its content follows).
     Dir(&'a Path),
-    /// A markdown file that is synced, with its status.
-    File(&'a Path, FileStat),
+    /// A markdown file that is synced, with its status and (device, inode).
+    File(&'a Path, FileStat, (u64, u64)),
     /// A markdown file that is left alone, and why.
     Skipped(&'a Path, String),
     /// A folder that could not be read (files recorded below it must not count as removed).
     Unreadable(&'a Path, String),
 }
 
+/// Deepest folder a walk descends into, below the synced folder. Far deeper than any
+/// real tree; a chain deeper than this is reported (`Entry::Unreadable`, naming the folder
+/// where the walk stopped) and the records below it are kept.
+pub const MAX_DEPTH: usize = 256;
+
 /// Walk `dir` (inside the synced folder, not excluded itself) in name order, depth first:
 /// every synced folder below it and every markdown file that is synced.
 pub fn walk(rules: &mut Rules, dir: &Path, visit: &mut dyn FnMut(Entry<'_>)) {
+    let mut stack = rules.stack_for(dir);
+    let depth = dir
+        .strip_prefix(&rules.root)
+        .map_or(0, |r| r.components().count());
+    walk_in(rules, dir, &mut stack, depth, visit);
+}
+
+/// [`walk`] inside `dir`, `depth` folders below the synced folder, with the rules in force in
+/// `dir` (`stack`, its own included): each entry is checked against the stack, never by
+/// looking the folders above it up again.
+fn walk_in(
+    rules: &mut Rules,
+    dir: &Path,
+    stack: &mut Vec<Arc<Gitignore>>,
+    depth: usize,
+    visit: &mut dyn FnMut(Entry<'_>),
+) {
     let read = match std::fs::read_dir(dir) {
         Ok(r) => r,
         Err(e) => {
@@ -205,11 +303,31 @@ pub fn walk(rules: &mut Rules, dir: &Path, visit: &mut dyn FnMut(Entry<'_>)) {
     entries.sort_by(|a, b| a.0.cmp(&b.0));
     for (path, t) in entries {
         if t.is_dir() {
-            if !rules.excluded_entry(&path, true) {
-                visit(Entry::Dir(&path));
-                walk(rules, &path, visit);
+            if rules.excluded_by(stack, &path, true) {
+                continue;
             }
-        } else if is_markdown(&path) && !rules.excluded_entry(&path, false) {
+            if depth + 1 > MAX_DEPTH {
+                visit(Entry::Unreadable(
+                    &path,
+                    format!(
+                        "is more than {MAX_DEPTH} folders deep; kbdb does not sync below that depth"
+                    ),
+                ));
+                continue;
+            }
+            visit(Entry::Dir(&path));
+            let pushed = match rules.matcher(&path) {
+                Some(gi) => {
+                    stack.push(gi);
+                    true
+                }
+                None => false,
+            };
+            walk_in(rules, &path, stack, depth + 1, visit);
+            if pushed {
+                stack.pop();
+            }
+        } else if is_markdown(&path) && !rules.excluded_by(stack, &path, false) {
             if t.is_symlink() {
                 visit(Entry::Skipped(
                     &path,
@@ -217,11 +335,16 @@ pub fn walk(rules: &mut Rules, dir: &Path, visit: &mut dyn FnMut(Entry<'_>)) {
                 ));
             } else if t.is_file() {
                 match std::fs::symlink_metadata(&path) {
-                    Ok(m) => visit(Entry::File(&path, FileStat::of(&m))),
+                    Ok(m) => visit(Entry::File(&path, FileStat::of(&m), identity(&m))),
                     // Gone since the folder was listed: as if never there.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => visit(Entry::Skipped(&path, format!("cannot be read: {e}"))),
                 }
+            } else if let Some(what) = kind_of(t) {
+                visit(Entry::Skipped(
+                    &path,
+                    OpenError::NotRegular(what).to_string(),
+                ));
             }
         }
     }
@@ -252,36 +375,132 @@ pub enum ReadError {
     Other(String),
 }
 
+/// Why [`open_regular`] refused a path.
+#[derive(Debug)]
+pub enum OpenError {
+    /// Nothing is there.
+    Missing,
+    /// Something that is not a regular file is there (a symbolic link, a FIFO, a socket, a
+    /// device, a folder): what it is.
+    NotRegular(&'static str),
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Missing => write!(f, "does not exist"),
+            OpenError::NotRegular(what) => write!(
+                f,
+                "is {what}, not a regular file (kbdb reads and writes regular files only)"
+            ),
+            OpenError::Io(e) => write!(f, "cannot be read: {e}"),
+        }
+    }
+}
+
+/// What a file-system entry is, in words, when it is not a regular file.
+fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_symlink() {
+        Some("a symbolic link")
+    } else if t.is_dir() {
+        Some("a folder")
+    } else if t.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_block_device() || t.is_char_device() {
+        Some("a device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// Open a file of a synced folder for reading, refusing anything but a regular file, without
+/// ever blocking or following a link: the entry is looked at first (a FIFO or device is never
+/// opened), then opened with `O_NOFOLLOW | O_NONBLOCK` (a link or FIFO swapped in meanwhile
+/// fails or opens without waiting for a writer) and the open file checked again.
+pub fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), OpenError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::NotFound => OpenError::Missing,
+        _ if e.raw_os_error() == Some(libc::ELOOP) => OpenError::NotRegular("a symbolic link"),
+        _ => OpenError::Io(e),
+    };
+    let m = std::fs::symlink_metadata(path).map_err(io)?;
+    if let Some(what) = kind_of(m.file_type()) {
+        return Err(OpenError::NotRegular(what));
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    let m = f.metadata().map_err(OpenError::Io)?;
+    if let Some(what) = kind_of(m.file_type()) {
+        return Err(OpenError::NotRegular(what));
+    }
+    Ok((f, m))
+}
+
+/// Read at most `max_bytes` of `f` (from where it is): `Ok(None)` when there is more.
+pub fn read_bounded(f: &mut std::fs::File, max_bytes: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let hint = f.metadata().map(|m| m.len()).unwrap_or(0).min(max_bytes);
+    let mut bytes = Vec::with_capacity(hint as usize);
+    f.by_ref().take(max_bytes + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max_bytes).then_some(bytes))
+}
+
+/// The device and inode of a file: which file it is, whatever its path.
+pub fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
 /// Read a file of at most `max_bytes`. The status comes from the open file before and after
 /// reading; when they differ (the file is being written) it is read again after a pause, and
-/// given up on (an error) if it is still changing.
-pub fn read_file(path: &Path, max_bytes: u64) -> Result<FileRead, ReadError> {
+/// given up on (an error) if it is still changing. Only a regular file is read (never through a
+/// link, never blocking on a FIFO); `expect`, the (device, inode) a walk saw at `path`, must be
+/// the file opened — else something was swapped in after the walk, and it is not read.
+pub fn read_file(
+    path: &Path,
+    max_bytes: u64,
+    expect: Option<(u64, u64)>,
+) -> Result<FileRead, ReadError> {
     for attempt in 0..3 {
-        let mut f = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
-            Err(e) => return Err(ReadError::Other(format!("cannot be read: {e}"))),
+        let (mut f, m) = match open_regular(path) {
+            Ok(x) => x,
+            Err(OpenError::Missing) => return Err(ReadError::Missing),
+            Err(e) => return Err(ReadError::Other(e.to_string())),
         };
-        let before = f
-            .metadata()
-            .map(|m| FileStat::of(&m))
-            .map_err(|e| ReadError::Other(format!("cannot be read: {e}")))?;
+        if let Some(want) = expect
+            && identity(&m) != want
+        {
+            return Err(ReadError::Other(
+                "was replaced by another file while the folder was being synced; it is synced on its next change"
+                    .into(),
+            ));
+        }
+        let before = FileStat::of(&m);
         if before.size > max_bytes {
             return Err(ReadError::Other(format!(
                 "is {} bytes; the limit is {max_bytes} (limits.max_content_bytes)",
                 before.size
             )));
         }
-        let mut bytes = Vec::with_capacity(before.size as usize);
-        f.by_ref()
-            .take(max_bytes + 1)
-            .read_to_end(&mut bytes)
+        let bytes = read_bounded(&mut f, max_bytes)
             .map_err(|e| ReadError::Other(format!("cannot be read: {e}")))?;
         let after = f
             .metadata()
             .map(|m| FileStat::of(&m))
             .map_err(|e| ReadError::Other(format!("cannot be read: {e}")))?;
-        if after == before && bytes.len() as u64 == before.size {
+        if let Some(bytes) = bytes
+            && after == before
+            && bytes.len() as u64 == before.size
+        {
             return Ok(FileRead {
                 bytes,
                 stat: before,
@@ -350,7 +569,7 @@ mod tests {
         let mut rules = Rules::new(root, vec![root.join("kb")]);
         let mut out = Vec::new();
         walk(&mut rules, root, &mut |e| {
-            if let Entry::File(p, _) = e {
+            if let Entry::File(p, _, _) = e {
                 out.push(relative(root, p).unwrap());
             }
         });
@@ -412,13 +631,143 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("a.md");
         std::fs::write(&p, "hello").unwrap();
-        let r = read_file(&p, 100).ok().unwrap();
+        let r = read_file(&p, 100, None).ok().unwrap();
         assert_eq!(r.bytes, b"hello");
         assert_eq!(r.stat.size, 5);
-        assert!(matches!(read_file(&p, 4), Err(ReadError::Other(m)) if m.contains("limit")));
+        assert!(matches!(read_file(&p, 4, None), Err(ReadError::Other(m)) if m.contains("limit")));
         assert!(matches!(
-            read_file(&tmp.path().join("nope.md"), 4),
+            read_file(&tmp.path().join("nope.md"), 4, None),
             Err(ReadError::Missing)
         ));
+    }
+
+    #[test]
+    fn a_link_fifo_or_other_file_swapped_in_after_the_walk_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path().canonicalize().unwrap();
+        touch(&r.join("a.md"), "# A\n");
+        touch(&r.join("outside/secret.md"), "# Secret\n");
+        let mut walked = None;
+        let mut rules = Rules::new(&r, vec![]);
+        walk(&mut rules, &r, &mut |e| {
+            if let Entry::File(p, _, ident) = e
+                && p.ends_with("a.md")
+            {
+                walked = Some(ident);
+            }
+        });
+        let p = r.join("a.md");
+        let walked = walked.unwrap();
+        assert!(read_file(&p, 100, Some(walked)).is_ok());
+        // Kept alive elsewhere, so that its inode is not reused by the files made below.
+        std::fs::hard_link(&p, r.join("outside/kept")).unwrap();
+        // Read on a thread: a FIFO that blocked would hang the test, not fail it.
+        let read = |p: PathBuf| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let r = read_file(&p, 100, Some(walked));
+                let _ = tx.send(match r {
+                    Ok(_) => "read".to_string(),
+                    Err(ReadError::Missing) => "missing".to_string(),
+                    Err(ReadError::Other(m)) => m,
+                });
+            });
+            rx.recv_timeout(std::time::Duration::from_secs(5))
+                .unwrap_or_else(|_| "blocked".into())
+        };
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(r.join("outside/secret.md"), &p).unwrap();
+        assert!(read(p.clone()).contains("symbolic link"));
+        std::fs::remove_file(&p).unwrap();
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        assert!(read(p.clone()).contains("FIFO"));
+        std::fs::remove_file(&p).unwrap();
+        // Another file at the same path (as through a folder swapped for a link): not read.
+        touch(&p, "# A again\n");
+        assert!(read(p.clone()).contains("replaced"));
+        // The walk reports a FIFO where a markdown file would be.
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let mut skipped = Vec::new();
+        walk(&mut rules, &r, &mut |e| {
+            if let Entry::Skipped(p, why) = e {
+                skipped.push((relative(&r, p).unwrap(), why));
+            }
+        });
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert!(skipped[0].1.contains("FIFO"));
+    }
+
+    #[test]
+    fn a_huge_ignore_file_is_not_read_and_is_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path().canonicalize().unwrap();
+        touch(&r.join("a.md"), "# A\n");
+        touch(&r.join("b.md"), "# B\n");
+        let many: String = (0..MAX_IGNORE_PATTERNS + 1)
+            .map(|n| format!("p{n}.md\n"))
+            .collect();
+        touch(&r.join(".gitignore"), &format!("b.md\n{many}"));
+        let mut rules = Rules::new(&r, vec![]);
+        assert!(!rules.excluded(&r.join("b.md"), false), "not used");
+        assert!(
+            rules.problems[0].1.contains("patterns"),
+            "{:?}",
+            rules.problems
+        );
+        let big = "#".repeat(MAX_IGNORE_BYTES as usize + 1);
+        touch(&r.join(".gitignore"), &format!("b.md\n{big}"));
+        let mut rules = Rules::new(&r, vec![]);
+        assert!(!rules.excluded(&r.join("b.md"), false));
+        assert!(
+            rules.problems[0].1.contains("bytes"),
+            "{:?}",
+            rules.problems
+        );
+        touch(&r.join(".gitignore"), "\u{feff}b.md\r\n");
+        let mut rules = Rules::new(&r, vec![]);
+        assert!(
+            rules.excluded(&r.join("b.md"), false),
+            "BOM and CRLF as git"
+        );
+        assert!(rules.problems.is_empty());
+    }
+
+    #[test]
+    fn a_deep_chain_of_folders_is_walked_in_linear_time_and_cut_at_max_depth() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tmp.path().canonicalize().unwrap();
+        let mut d = r.clone();
+        for _ in 0..MAX_DEPTH + 20 {
+            d.push("d");
+        }
+        touch(&d.join("deep.md"), "# deep\n");
+        let mut top = r.clone();
+        for _ in 0..MAX_DEPTH {
+            top.push("d");
+        }
+        touch(&top.join("last.md"), "# last\n");
+        touch(&r.join(".gitignore"), "*.tmp\n");
+        let start = std::time::Instant::now();
+        let (mut files, mut cut) = (Vec::new(), Vec::new());
+        let mut rules = Rules::new(&r, vec![]);
+        walk(&mut rules, &r, &mut |e| match e {
+            Entry::File(p, _, _) => files.push(p.to_path_buf()),
+            Entry::Unreadable(p, why) => cut.push((p.to_path_buf(), why)),
+            _ => {}
+        });
+        assert_eq!(files, [top.join("last.md")]);
+        assert_eq!(cut.len(), 1);
+        assert_eq!(cut[0].0, top.join("d"), "names where it stopped");
+        assert!(cut[0].1.contains("deep"));
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // A path inside the chain is checked against each folder's rules once.
+        assert!(!rules.excluded(&top.join("last.md"), false));
+        assert!(rules.excluded(&top.join("x.tmp"), false));
     }
 }
