@@ -101,6 +101,7 @@ fn main() {
             markdown,
             title: None,
             metadata: None,
+            tags: Vec::new(),
         });
         if ops.len() == 1000 || i + 1 == n {
             for r in kb.write_group(std::mem::take(&mut ops)).expect("write") {

@@ -21,7 +21,7 @@ pub(crate) struct Prepared {
     title: Option<String>,
     description: Option<String>,
     docid: Option<String>,
-    tags: Vec<String>,
+    pub(crate) tags: Vec<String>,
     replace: bool,
     source_key: Option<String>,
     warnings: Vec<String>,

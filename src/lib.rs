@@ -438,11 +438,24 @@ impl Kb {
         markdown: &str,
         title: Option<&str>,
     ) -> Result<DocumentLearnResult> {
+        self.learn_document_tagged(docid, markdown, title, &[])
+    }
+
+    /// `learn_document`, giving every section of the document `tags` (added to the tags a
+    /// section already has).
+    pub fn learn_document_tagged(
+        &self,
+        docid: &str,
+        markdown: &str,
+        title: Option<&str>,
+        tags: &[String],
+    ) -> Result<DocumentLearnResult> {
         match self.write_one(WriteOp::LearnDocument {
             docid: docid.to_string(),
             markdown: markdown.to_string(),
             title: title.map(str::to_string),
             metadata: None,
+            tags: tags.to_vec(),
         })? {
             WriteOutcome::Document(r) => Ok(r),
             _ => Err(KbError::Storage("unexpected write outcome".into())),

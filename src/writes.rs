@@ -27,6 +27,9 @@ pub enum WriteOp {
         /// markdown's front matter when it has one, else the metadata the document had.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         metadata: Option<serde_json::Value>,
+        /// Tags given to every section of the document (added to those a section has).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tags: Vec<String>,
     },
     Unlearn {
         kbid: String,
@@ -87,8 +90,10 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             markdown,
             title,
             metadata,
+            tags,
         } => {
             validate::validate_docid(&docid)?;
+            let tags = validate::validate_tags(&tags)?;
             let title =
                 validate::validate_line("title", title.as_deref(), validate::MAX_TITLE_CHARS)?;
             let (front, body) =
@@ -102,7 +107,13 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             let metadata = metadata
                 .map(|m| validate::validate_metadata(&m))
                 .transpose()?;
-            prepare_document(docid, body, title, metadata, limits)
+            let mut op = prepare_document(docid, body, title, metadata, limits)?;
+            if let PreparedOp::Document { sections, .. } = &mut op {
+                for s in sections {
+                    s.tags.clone_from(&tags);
+                }
+            }
+            Ok(op)
         }
     }
 }

@@ -332,12 +332,15 @@ fn kbdb_mcp_survives_oversized_nested_invalid_and_nul_json() {
         "{text}"
     );
 
-    // A message over 64 MiB: -32600; the rest of that line is skipped and the next line is read.
+    // A message over 64 MiB: -32600 with its id (read from the part received); the rest of
+    // that line is skipped and the next line is read.
     let mut big = br#"{"jsonrpc":"2.0","id":93,"method":"ping","params":{"pad":""#.to_vec();
     big.resize(MAX_MESSAGE + 1024, b'x');
     big.extend_from_slice(b"\"}}");
     m.send(&big);
-    expect_error(&mut m, -32600, "exceeds 67108864 bytes");
+    let v = m.next();
+    assert_eq!(v["id"], 93, "{v}");
+    assert_rpc_error(&v, -32600, "exceeds 67108864 bytes");
 
     let (err, text) = m.tool("search", json!({"query": "magnetars"}));
     assert!(!err, "{text}");

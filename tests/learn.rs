@@ -554,3 +554,137 @@ fn jsonl_batches_stay_under_the_daemon_message_limit() {
     assert_eq!(stdout.lines().count(), 30);
     assert_eq!(db.status()["sections"], 30);
 }
+
+#[test]
+fn content_that_starts_with_a_dash_is_read_from_stdin_and_the_error_says_how() {
+    let db = TestDb::new();
+    let out = db.cmd().args(["learn", "- buy milk"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"use "kbdb learn -" to read it from stdin, or "--" before the content"#),
+        "{err}"
+    );
+    // `-` reads standard input.
+    let out = db
+        .cmd()
+        .args(["learn", "-", "--format", "json"])
+        .write_stdin("- buy milk\n- and eggs")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = db.json(&["retrieve", "--kbid", &kbid(&r)]);
+    assert_eq!(got[0]["content"], "- buy milk\n- and eggs");
+    // `--` before the content works too.
+    let out = db
+        .cmd()
+        .args(["--format", "json", "learn", "--", "- buy bread"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = db.json(&["retrieve", "--kbid", &kbid(&r)]);
+    assert_eq!(got[0]["content"], "- buy bread");
+}
+
+#[test]
+fn a_split_document_takes_tags_on_every_section() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("guide.md");
+    std::fs::write(
+        &f,
+        "# Guide\n\nIntro to flux.\n\n## Setup\n\nFlux capacitor setup.\n",
+    )
+    .unwrap();
+    let r = db.learn(&[
+        "--split",
+        "--docid",
+        "guide",
+        "--file",
+        f.to_str().unwrap(),
+        "--tag",
+        "howto",
+        "--tag",
+        "ops",
+    ]);
+    assert_eq!(r["added"], 2, "{r}");
+    for tag in ["howto", "ops"] {
+        let s = db.json(&["search", "flux", "--tag", tag]);
+        assert_eq!(s["total"], 2, "{tag}: {s}");
+    }
+    // Learning it again with another tag adds the tag, keeps the kbids.
+    let again = db.learn(&[
+        "--split",
+        "--docid",
+        "guide",
+        "--file",
+        f.to_str().unwrap(),
+        "--tag",
+        "v2",
+    ]);
+    let kbids = |v: &Value| -> Vec<Value> {
+        v["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["kbid"].clone())
+            .collect()
+    };
+    assert_eq!(kbids(&again), kbids(&r));
+    assert_eq!(again["added"], 0, "{again}");
+    assert_eq!(db.json(&["search", "flux", "--tag", "v2"])["total"], 2);
+    // A bad tag is refused and changes nothing.
+    let before = db.state();
+    let out = db
+        .cmd()
+        .args([
+            "learn",
+            "--split",
+            "--docid",
+            "guide2",
+            "--file",
+            f.to_str().unwrap(),
+        ])
+        .args(["--tag", " ", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["error"]["field"], "tags", "{e}");
+    assert_eq!(db.state(), before);
+}
+
+#[test]
+fn usage_errors_honour_format_json() {
+    let db = TestDb::new();
+    for (args, needle) in [
+        (&["search", "--format", "json"][..], "<QUERY>"),
+        (
+            &["--format=json", "learn", "--bogus"],
+            "unexpected argument '--bogus'",
+        ),
+        (&["learn", "- milk", "--format", "json"], "kbdb learn -"),
+        (
+            &["--format", "json", "search", "x", "--limit", "ten"],
+            "--limit",
+        ),
+        (&["--format", "json", "no-such-command"], "no-such-command"),
+        (&["--format", "json"], "requires a subcommand"),
+    ] {
+        let out = db.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {out:?}"));
+        assert_eq!(v["error"]["code"], "usage", "{args:?}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{args:?}: {msg}");
+        assert!(!msg.starts_with("error:"), "{msg}");
+        assert!(out.stderr.is_empty(), "{args:?}: {out:?}");
+    }
+    // Without --format json, clap's text on stderr.
+    let out = db.cmd().args(["search"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: kbdb search"));
+}

@@ -849,3 +849,190 @@ fn a_daemon_that_drops_every_subscription_at_once_is_asked_again_ever_more_slowl
         "the pauses grow: {gaps:?} s"
     );
 }
+
+#[test]
+fn errors_without_a_usable_id_say_id_null_and_ids_must_be_strings_or_integers() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    // JSON-RPC 2.0: a parse error is answered with `"id": null`, not without an id.
+    m.send("{this is not json");
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    assert_eq!(v.get("id"), Some(&Value::Null), "{v}");
+    m.send("[1, 2]");
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert_eq!(v.get("id"), Some(&Value::Null), "{v}");
+    // A request whose id is null, a float, too large for 64 bits, an object, an array or a
+    // boolean: -32600 with id null, never an answer without an id (or none at all).
+    for id in [
+        "null",
+        "1.5",
+        "2.0",
+        "1e3",
+        "123456789012345678901234567890",
+        r#"{"a": 1}"#,
+        "[7]",
+        "true",
+    ] {
+        m.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+        let v = m.next();
+        assert_eq!(v["error"]["code"], -32600, "id {id}: {v}");
+        assert_eq!(v.get("id"), Some(&Value::Null), "id {id}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("id must be a string or an integer"),
+            "id {id}: {msg}"
+        );
+    }
+    // An integer beyond i64 (that rmcp cannot carry) is refused but echoed: it is readable.
+    m.send(r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#);
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert_eq!(v["id"], json!(18446744073709551615u64), "{v}");
+    // Strings and integers, negative ones too, are ids.
+    m.send(r#"{"jsonrpc":"2.0","id":"s-1","method":"ping"}"#);
+    assert_eq!(
+        m.next(),
+        json!({"jsonrpc": "2.0", "id": "s-1", "result": {}})
+    );
+    m.send(r#"{"jsonrpc":"2.0","id":-5,"method":"ping"}"#);
+    assert_eq!(m.next(), json!({"jsonrpc": "2.0", "id": -5, "result": {}}));
+    let (status, _) = m.close();
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn a_request_before_initialize_is_told_to_initialize_first() {
+    let db = TestDb::new();
+    let mut m = Mcp::spawn(&db, &[]);
+    for method in ["tools/list", "tools/call", "resources/read"] {
+        let v = m.request(method, json!({}));
+        assert_eq!(v["error"]["code"], -32600, "{method}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("send initialize first"), "{method}: {msg}");
+    }
+    // ping is allowed before the handshake; the session then starts normally.
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+    m.initialize(json!({}));
+    let tools = m.request("tools/list", json!({}));
+    assert!(tools["result"]["tools"].as_array().unwrap().len() >= 19);
+}
+
+#[test]
+fn a_message_over_the_size_limit_is_answered_with_its_id_and_the_session_goes_on() {
+    const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    // The id comes before the cut: the answer carries it.
+    let mut big = br#"{"jsonrpc":"2.0","id":"big-1","method":"tools/call","params":{"name":"learn","arguments":{"content":""#.to_vec();
+    big.resize(MAX_MESSAGE + 1024, b'x');
+    big.extend_from_slice(b"\"}}}");
+    m.send(&big);
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32600, "{}", v["error"]);
+    assert_eq!(v["id"], "big-1", "{}", v["error"]);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("exceeds 67108864 bytes")
+    );
+    // The id comes after the cut: it cannot be read, the answer says null.
+    let mut big = br#"{"jsonrpc":"2.0","method":"ping","params":{"pad":""#.to_vec();
+    big.resize(MAX_MESSAGE + 1024, b'x');
+    big.extend_from_slice(br#""},"id":77}"#);
+    m.send(&big);
+    let v = m.next();
+    assert_eq!(v["error"]["code"], -32600, "{}", v["error"]);
+    assert_eq!(v.get("id"), Some(&Value::Null), "{}", v["error"]);
+    // The connection stays up.
+    assert_eq!(m.request("ping", json!({}))["result"], json!({}));
+    let (err, text) = m.tool("learn", json!({"content": "after the big ones"}));
+    assert!(!err, "{text}");
+    assert_eq!(db.status()["sections"], 1);
+}
+
+/// A value of another JSON type than the schema's, for each kind of property.
+fn wrong_value(p: &Value) -> Value {
+    if p["anyOf"].is_array() {
+        return json!(42);
+    }
+    match p["type"].as_str() {
+        Some("string") => json!(42),
+        Some("integer") => json!("ten"),
+        Some("boolean") => json!("yes"),
+        Some("array") => json!("x"),
+        Some("object") => json!("x"),
+        other => panic!("a property of type {other:?}"),
+    }
+}
+
+#[test]
+fn wrong_type_arguments_name_the_field_and_the_json_type_for_every_tool() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let list = m.request("tools/list", json!({}));
+    let rust_words = [
+        "usize", "u64", "u32", "u8", "i64", "i32", "f64", "sequence", "struct ", "a map",
+    ];
+    let mut checked = 0;
+    for t in list["result"]["tools"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let Some(props) = t["inputSchema"]["properties"].as_object() else {
+            continue;
+        };
+        for (field, p) in props {
+            let bad = wrong_value(p);
+            let (err, text) = m.tool(name, json!({ field: bad }));
+            assert!(err, "{name}.{field} = {bad}: {text}");
+            assert!(
+                text.starts_with(&format!("{field}: expected ")),
+                "{name}.{field} = {bad}: {text}"
+            );
+            for w in rust_words {
+                assert!(!text.contains(w), "{name}.{field}: {text}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked} parameters checked");
+    // The message says what the field should be and what it got.
+    let (_, text) = m.tool("search", json!({"query": "x", "limit": "ten"}));
+    assert_eq!(
+        text,
+        r#"limit: expected a non-negative integer, got the string "ten""#
+    );
+    let (_, text) = m.tool("search", json!({"query": "x", "offset": -3}));
+    assert_eq!(
+        text,
+        "offset: expected a non-negative integer, got the number -3"
+    );
+    let (_, text) = m.tool("search", json!({"query": "x", "limit": 2.5}));
+    assert_eq!(
+        text,
+        "limit: expected a non-negative integer, got the number 2.5"
+    );
+    let (_, text) = m.tool("learn", json!({"content": "x", "tags": ["a", 2]}));
+    assert_eq!(text, "tags[1]: expected a string, got the number 2");
+    let (_, text) = m.tool("learn", json!({"content": null}));
+    assert_eq!(text, "content: expected a string, got null");
+    let (_, text) = m.tool(
+        "skill-learn",
+        json!({"name": "s", "description": "d", "body": "b", "arguments": [{"name": true}]}),
+    );
+    assert_eq!(
+        text,
+        "arguments[0].name: expected a string, got the boolean true"
+    );
+    let (_, text) = m.tool("query", json!({"select": {"sections": "Summary"}}));
+    assert_eq!(
+        text,
+        r#"select.sections: expected an array of strings, got the string "Summary""#
+    );
+    // An absent optional argument may be given as null.
+    let (err, text) = m.tool("search", json!({"query": "x", "limit": null}));
+    assert!(!err, "{text}");
+    // Nothing was written by any of these.
+    assert_eq!(db.status()["sections"], 0);
+}

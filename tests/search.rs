@@ -548,3 +548,65 @@ fn search_and_synonym_input_errors_name_the_field_and_change_nothing() {
     assert_eq!(db.json(&["synonyms", "list"]), serde_json::json!([]));
     assert_eq!(db.state(), before);
 }
+
+#[test]
+fn unquoted_words_after_search_are_one_query() {
+    let db = TestDb::new();
+    db.learn(&[
+        "SQLite edge cases: NULL ordering.",
+        "--title",
+        "SQLite edges",
+    ]);
+    db.learn(&["An unrelated note about sqlite only."]);
+    let r = search(&db, &["sqlite", "edge", "--limit", "5"]);
+    assert_eq!(r["total"], 1, "{r}");
+    assert_eq!(r["relaxed"], false, "{r}");
+    assert_eq!(r["items"][0]["heading"], "SQLite edges");
+    // The same as the quoted form.
+    assert_eq!(
+        search(&db, &["sqlite edge", "--limit", "5"])["items"],
+        r["items"]
+    );
+}
+
+/// Run kbdb with its stdout a pipe whose reader is already gone: (exit code, stderr).
+fn with_closed_stdout(db: &TestDb, args: &[&str]) -> (Option<i32>, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = db
+        .process()
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn no_command_panics_when_its_output_pipe_closes() {
+    let db = TestDb::new();
+    db.learn(&["Piped output is cut short by head."]);
+    for args in [
+        &["completions", "bash"][..],
+        &["search", "piped"],
+        &["search", "piped", "--format", "json"],
+        &["status"],
+        &["docs", "--format", "json"],
+        &["learn", "a fact printed into a closed pipe"],
+    ] {
+        let (code, stderr) = with_closed_stdout(&db, args);
+        assert!(!stderr.contains("panicked"), "kbdb {args:?}: {stderr}");
+        // Stopped as a command killed by SIGPIPE is reported by a shell.
+        assert_eq!(code, Some(141), "kbdb {args:?}: {stderr}");
+    }
+    // What was written before the pipe closed is kept.
+    assert_eq!(db.status()["sections"], 2);
+    // Help goes through clap, which swallows the error.
+    let (code, stderr) = with_closed_stdout(&db, &["--help"]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(code, Some(0));
+}

@@ -408,7 +408,7 @@ pub enum DaemonAction {
 
 #[derive(Debug, clap::Args)]
 pub struct LearnArgs {
-    /// The content; omit to read --file or standard input
+    /// The content; '-' or omitted: read --file or standard input
     pub content: Option<String>,
 
     /// Read the content from a file ('-' for standard input)
@@ -443,8 +443,8 @@ pub struct LearnArgs {
     pub source: Option<String>,
 
     /// Store markdown as the document --docid, one section per heading (re-learning an edited
-    /// file keeps the kbids of unchanged sections)
-    #[arg(long, conflicts_with_all = ["section_type", "description", "tags", "replace", "source"])]
+    /// file keeps the kbids of unchanged sections); --tag tags every section
+    #[arg(long, conflicts_with_all = ["section_type", "description", "replace", "source"])]
     pub split: bool,
 
     /// Read one JSON learn object per line of standard input
@@ -454,8 +454,10 @@ pub struct LearnArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct SearchArgs {
-    /// The query: words, \"quoted phrases\", identifiers; any text is accepted
-    pub query: String,
+    /// The query: words, \"quoted phrases\", identifiers; any text is accepted. Several
+    /// arguments are one query, joined by spaces (`kbdb search sqlite edge`)
+    #[arg(required = true, num_args = 1.., value_name = "QUERY")]
+    pub query: Vec<String>,
     /// sections (default), documents (grouped per document) or stats (counts); or a retrieval
     /// path: lexical, vector, hybrid (vector and hybrid need an embedding provider)
     #[arg(long, value_parser = ["sections", "documents", "stats", "lexical", "vector", "hybrid"])]

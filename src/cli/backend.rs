@@ -134,10 +134,11 @@ impl Backend {
         docid: &str,
         markdown: &str,
         title: Option<&str>,
+        tags: &[String],
     ) -> Result<DocumentLearnResult, KbError> {
         self.call_as(
             "learn_document",
-            json!({"docid": docid, "markdown": markdown, "title": title}),
+            json!({"docid": docid, "markdown": markdown, "title": title, "tags": tags}),
         )
     }
 

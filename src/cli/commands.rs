@@ -20,7 +20,10 @@ pub fn dispatch(cli: Cli) -> i32 {
     let db = cli.db.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
     let result = match cli.command {
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "kbdb", &mut std::io::stdout());
+            // Into a buffer: clap_complete panics when its writer fails (`| head -1`).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "kbdb", &mut script);
+            super::output::print_bytes(&script);
             Ok(EXIT_OK)
         }
         Command::Init => init(&db, format),
@@ -359,7 +362,7 @@ fn retrieved_text(r: &Retrieved) -> String {
 
 fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
     let req = kbdb::SearchRequest {
-        query: a.query,
+        query: a.query.join(" "),
         mode: a.mode,
         search_mode: a.search_mode,
         limit: a.limit,

@@ -44,7 +44,7 @@ fn split(kb: &Backend, format: Format, args: LearnArgs) -> Result<i32, KbError> 
         .clone()
         .ok_or_else(|| KbError::invalid("docid", "is required with --split"))?;
     let req = request_from_args(args)?;
-    let r = kb.learn_document(&docid, &req.content, req.title.as_deref())?;
+    let r = kb.learn_document(&docid, &req.content, req.title.as_deref(), &req.tags)?;
     match format {
         Format::Json => print_json(&r, false),
         Format::Text => {
@@ -75,14 +75,19 @@ fn split(kb: &Backend, format: Format, args: LearnArgs) -> Result<i32, KbError> 
 fn open_creating(db: &Path, embedded: bool) -> Result<Backend, KbError> {
     let (kb, created) = Backend::open(db, embedded, true)?;
     if created {
-        eprintln!("created a new knowledge base in {}", kb.dir().display());
+        super::output::print_stderr(&format!(
+            "created a new knowledge base in {}",
+            kb.dir().display()
+        ));
     }
     Ok(kb)
 }
 
 fn request_from_args(a: LearnArgs) -> Result<LearnRequest, KbError> {
     let mut section_type = a.section_type;
-    let content = match (a.content, a.file) {
+    // `-` stands for standard input, like `--file -` (`kbdb learn - < note.md`).
+    let content = a.content.filter(|c| c != "-");
+    let content = match (content, a.file) {
         (Some(c), _) => c,
         (None, Some(path)) if path.as_os_str() != "-" => {
             if section_type.is_none() {

@@ -20,10 +20,81 @@ pub fn run() -> i32 {
         Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8 => {
             return invalid_utf8_argument();
         }
-        Err(e) => e.exit(),
+        Err(e) => return usage_error(e),
     };
     init_tracing(&cli);
     commands::dispatch(cli)
+}
+
+/// Whether the command line asks for `--format json` (read before clap, for errors clap
+/// raises itself).
+fn wants_json(args: &[std::ffi::OsString]) -> bool {
+    // Options end at `--`: what follows is content, even `--format json`.
+    let args = args
+        .iter()
+        .position(|a| a == "--")
+        .map_or(args, |end| &args[..end]);
+    args.iter().any(|a| a == "--format=json")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "json")
+}
+
+/// A command line clap refused: its message (with kbdb's hints), as a JSON error object on
+/// stdout with `--format json` (the shape of every other error), else clap's text on stderr;
+/// exit code 2. Help and version requests are printed as clap does.
+fn usage_error(mut e: clap::Error) -> i32 {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    let usage = e
+        .get(ContextKind::Usage)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    // `kbdb learn "- buy milk"`: content that starts with a dash reads as an option.
+    if e.kind() == ErrorKind::UnknownArgument && usage.contains("kbdb learn") {
+        e.insert(
+            ContextKind::Suggested,
+            ContextValue::StyledStrs(vec![
+                "content that starts with '-' reads as an option: use \"kbdb learn -\" to read \
+                 it from stdin, or \"--\" before the content (kbdb learn -- \"- buy milk\")"
+                    .into(),
+            ]),
+        );
+    }
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if !wants_json(&args) {
+        e.exit();
+    }
+    let message = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        "'kbdb' requires a subcommand (see kbdb --help)".to_string()
+    } else {
+        // clap's text without its `error: ` prefix, usage block and `--help` pointer; its tips
+        // kept after the message.
+        let text = e.render().to_string();
+        let mut parts: Vec<String> = Vec::new();
+        for para in text.split("\n\n") {
+            let para = para.trim();
+            if para.is_empty() || para.starts_with("Usage:") || para.starts_with("For more") {
+                continue;
+            }
+            let para = para.strip_prefix("error: ").unwrap_or(para);
+            parts.push(
+                para.split('\n')
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+        }
+        parts.join("; ")
+    };
+    let mut err = serde_json::json!({"code": "usage", "message": message});
+    if let Some(u) = usage.strip_prefix("Usage: ") {
+        err["usage"] = u.trim().into();
+    }
+    output::print_json(&serde_json::json!({ "error": err }), false);
+    output::EXIT_USAGE
 }
 
 /// clap only says "invalid UTF-8 was detected in one or more arguments": name the argument
@@ -47,10 +118,7 @@ fn invalid_utf8_argument() -> i32 {
     let mut paths = Vec::new();
     path_options(&args::Cli::command(), &mut paths);
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let json = args.iter().any(|a| a == "--format=json")
-        || args
-            .windows(2)
-            .any(|w| w[0] == "--format" && w[1] == "json");
+    let json = wants_json(&args);
     let mut err = kbdb::KbError::invalid("argument", "is not valid UTF-8");
     for (i, arg) in args.iter().enumerate() {
         let bytes = arg.as_bytes();

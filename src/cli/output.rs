@@ -9,6 +9,8 @@ use super::args::Format;
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_INTERNAL: i32 = 1;
+/// The command line could not be parsed (clap's code).
+pub const EXIT_USAGE: i32 = 2;
 pub const EXIT_INVALID: i32 = 3;
 pub const EXIT_NOT_FOUND: i32 = 4;
 pub const EXIT_UNAVAILABLE: i32 = 5;
@@ -44,7 +46,7 @@ pub fn error_json(e: &KbError) -> serde_json::Value {
 pub fn report_error(format: Format, e: &KbError) -> i32 {
     match format {
         Format::Json => print_json(&error_json(e), false),
-        Format::Text => eprintln!("error: {e}"),
+        Format::Text => print_stderr(&format!("error: {e}")),
     }
     exit_code(e)
 }
@@ -56,14 +58,39 @@ pub fn print_json<T: Serialize>(value: &T, pretty: bool) {
         serde_json::to_string(value)
     }
     .expect("result types serialise");
-    let mut out = std::io::stdout().lock();
-    // A closed pipe (e.g. `| head`) is not an error worth a panic.
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    print_text(&text);
 }
 
 pub fn print_text(text: &str) {
+    let mut line = Vec::with_capacity(text.len() + 1);
+    line.extend_from_slice(text.as_bytes());
+    line.push(b'\n');
+    print_bytes(&line);
+}
+
+/// The exit status when stdout is a pipe whose reader went away (`kbdb … | head -1`): what a
+/// shell reports for a process ended by SIGPIPE (128 + 13), the usual way such a command stops.
+pub const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// Write to stdout. Rust ignores SIGPIPE, so a closed pipe is an EPIPE error here, which
+/// `println!` would turn into a panic: the command stops quietly instead, as one killed by
+/// SIGPIPE would. (SIGPIPE is not reset to its default: the same process writes to the
+/// daemon's socket, where a vanished peer must be an error, not death.) Whatever was written
+/// before stays written, and every write the command made is already durable.
+pub fn print_bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(EXIT_BROKEN_PIPE);
+        }
+        // Another write error (a full disk behind a redirection): say so, never panic.
+        print_stderr(&format!("error: cannot write the output: {e}"));
+        std::process::exit(EXIT_INTERNAL);
+    }
+}
+
+/// Write a line to stderr, ignoring failures (`eprintln!` panics when stderr is closed).
+pub fn print_stderr(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
 }

@@ -70,7 +70,7 @@ fn summary(r: &SyncReport) -> String {
 
 fn warn_skipped(r: &SyncReport) {
     for s in &r.skipped {
-        eprintln!("warning: {}: {}", s.path, s.reason);
+        super::output::print_stderr(&format!("warning: {}: {}", s.path, s.reason));
     }
 }
 
@@ -150,11 +150,11 @@ pub fn watch(db: &Path, format: Format, embedded: bool, a: WatchArgs) -> Result<
         }
     }
     if format == Format::Text {
-        eprintln!(
+        super::output::print_stderr(&format!(
             "watching {} ({} folder(s)); Ctrl-C stops",
             watcher.root().display(),
             watcher.watched_folders()
-        );
+        ));
     }
     let stop = watcher.stop_handle();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -187,7 +187,7 @@ pub fn watch(db: &Path, format: Format, embedded: bool, a: WatchArgs) -> Result<
                     }
                 }
             },
-            Err(e) => eprintln!("warning: sync failed: {e}"),
+            Err(e) => super::output::print_stderr(&format!("warning: sync failed: {e}")),
         },
     )?;
     Ok(EXIT_OK)

@@ -163,6 +163,9 @@ pub struct LearnDocumentParams {
     pub title: Option<String>,
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// Tags for every section of the document.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -357,6 +360,7 @@ pub fn write_ops(kb: &Kb, method: &str, p: Value) -> std::result::Result<Vec<Wri
                 markdown: p.markdown,
                 title: p.title,
                 metadata: p.metadata,
+                tags: p.tags,
             }]
         }
         "unlearn" => vec![WriteOp::Unlearn {

@@ -137,6 +137,7 @@ pub fn tool_call(
     name: &str,
     mut args: serde_json::Map<String, Value>,
 ) -> std::result::Result<(&'static str, Value), String> {
+    tools::check_argument_types(name, &args)?;
     let method = match name {
         "search" => "search",
         "learn" => "learn",
@@ -195,13 +196,15 @@ fn serialise(name: &str, v: &Value) -> String {
 }
 
 /// The text of a failed tool: the error's message (the spec), or for a coded error of the
-/// hybrid-search spec its structured form `{error, code}`.
-fn error_text(e: &KbError) -> String {
+/// hybrid-search spec its structured form `{error, code}`. Words of the CLI are put in those
+/// of the tool: `--force` is the argument `force: true` here.
+fn error_text(tool: &str, e: &KbError) -> String {
     match e.code() {
         "EMBEDDING_PROVIDER_NOT_CONFIGURED" => {
             json!({"error": e.to_string(), "code": e.code()}).to_string()
         }
-        _ => e.to_string(),
+        _ if tool == "export" => e.to_string().replace("--force", "`force: true`"),
+        _ => tools::without_rust_types(&e.to_string()),
     }
 }
 
@@ -365,6 +368,9 @@ impl ServerHandler for Kbdb {
             ));
         }
         let mut args = request.arguments.unwrap_or_default();
+        if let Err(msg) = tools::check_argument_types(&name, &args) {
+            return Ok(tool_error(msg).into());
+        }
         if name == "skill-learn" && !args.contains_key("body") {
             match self.sample_skill_body(&args, &context.peer).await {
                 Ok(body) => {
@@ -391,7 +397,7 @@ impl ServerHandler for Kbdb {
                     LoggingLevel::Debug,
                     json!({"tool": name, "error": e.to_string()}),
                 );
-                tool_error(error_text(&e))
+                tool_error(error_text(&name, &e))
             }
         };
         Ok(result.into())

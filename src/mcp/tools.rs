@@ -709,6 +709,208 @@ fn agent_delete() -> Value {
     )
 }
 
+/// Check a tool's arguments against the JSON types of its input schema, so that an argument of
+/// the wrong type is refused with its name and the JSON type expected
+/// (`limit: expected a non-negative integer, got the string "ten"`) rather than with the
+/// deserialiser's words, which name Rust types (`expected u32`) and no field. Only types are
+/// checked here (and that integers with a `minimum` of 0 or more are not negative); ranges,
+/// formats and unknown fields are the engine's to refuse, with its own messages.
+///
+/// `null` stands for an absent optional argument (the engine takes it so) but not for a
+/// required one, nor for an element of an array. The `limit`, `offset` and `sort` of `query`
+/// are left to its own parser, which accepts more than the schema says (the reference server's
+/// `limit: "all"`, numbers in strings, `sort` as an object) and names the field in its errors.
+pub fn check_argument_types(
+    tool: &str,
+    args: &serde_json::Map<String, Value>,
+) -> std::result::Result<(), String> {
+    let lenient: &[&str] = match tool {
+        "query" => &["limit", "offset", "sort"],
+        _ => &[],
+    };
+    let defs = tool_definitions();
+    let Some(schema) = defs
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == tool))
+        .map(|t| &t["inputSchema"])
+    else {
+        return Ok(());
+    };
+    if lenient.is_empty() {
+        return check_members(schema, args, "");
+    }
+    let strict: serde_json::Map<String, Value> = args
+        .iter()
+        .filter(|(k, _)| !lenient.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    check_members(schema, &strict, "")
+}
+
+/// The members of an object against the `properties` and `required` of its schema.
+fn check_members(
+    schema: &Value,
+    members: &serde_json::Map<String, Value>,
+    prefix: &str,
+) -> std::result::Result<(), String> {
+    let required = schema["required"].as_array();
+    for (name, value) in members {
+        let Some(p) = schema["properties"].get(name) else {
+            continue;
+        };
+        let path = format!("{prefix}{name}");
+        if value.is_null() {
+            if required.is_some_and(|r| r.iter().any(|n| n == name.as_str())) {
+                return Err(format!("{path}: expected {}, got null", expected(p)));
+            }
+            continue;
+        }
+        check_value(p, value, &path)?;
+    }
+    Ok(())
+}
+
+fn check_value(p: &Value, v: &Value, path: &str) -> std::result::Result<(), String> {
+    if !matches_type(p, v) {
+        return Err(format!(
+            "{path}: expected {}, got {}",
+            expected(p),
+            describe(v)
+        ));
+    }
+    match v {
+        Value::Array(items) if p["items"].is_object() => {
+            for (i, item) in items.iter().enumerate() {
+                check_value(&p["items"], item, &format!("{path}[{i}]"))?;
+            }
+        }
+        Value::Object(members) if p["properties"].is_object() => {
+            check_members(p, members, &format!("{path}."))?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether `v` is of the type `p` declares (any of them for `anyOf`; anything without one).
+fn matches_type(p: &Value, v: &Value) -> bool {
+    if let Some(any) = p["anyOf"].as_array() {
+        return any.iter().any(|b| matches_type(b, v));
+    }
+    match p["type"].as_str() {
+        Some("string") => v.is_string(),
+        Some("boolean") => v.is_boolean(),
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("number") => v.is_number(),
+        Some("integer") => match v {
+            Value::Number(n) if non_negative(p) => n.is_u64(),
+            Value::Number(n) => n.is_i64() || n.is_u64(),
+            _ => false,
+        },
+        _ => true,
+    }
+}
+
+fn non_negative(p: &Value) -> bool {
+    p["minimum"].as_f64().is_some_and(|m| m >= 0.0)
+}
+
+/// What a schema asks for, in JSON words.
+fn expected(p: &Value) -> String {
+    if let Some(any) = p["anyOf"].as_array() {
+        let each: Vec<String> = any.iter().map(expected).collect();
+        return each.join(" or ");
+    }
+    match p["type"].as_str() {
+        Some("string") => "a string".into(),
+        Some("boolean") => "a boolean (true or false)".into(),
+        Some("object") => "an object".into(),
+        Some("number") => "a number".into(),
+        Some("integer") if non_negative(p) => "a non-negative integer".into(),
+        Some("integer") => "an integer".into(),
+        Some("array") => match p["items"]["type"].as_str() {
+            Some("string") => "an array of strings".into(),
+            Some("object") => "an array of objects".into(),
+            _ => "an array".into(),
+        },
+        _ => "a value".into(),
+    }
+}
+
+/// A JSON value as an error message shows it: its type, and the value when short.
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) if s.chars().count() <= 40 => format!("the string {s:?}"),
+        Value::String(_) => "a string".into(),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// A deserialiser's message (`invalid type: string "x", expected u32`) with the Rust types it
+/// names replaced by JSON ones: the last line of defence for a type error that the schema
+/// check above did not catch (a number too large for its field).
+pub fn without_rust_types(message: &str) -> String {
+    const TYPES: &[(&str, &str)] = &[
+        ("expected usize", "expected a non-negative integer"),
+        ("expected u64", "expected a non-negative integer"),
+        (
+            "expected u32",
+            "expected a non-negative integer of at most 4294967295",
+        ),
+        (
+            "expected u16",
+            "expected a non-negative integer of at most 65535",
+        ),
+        (
+            "expected u8",
+            "expected a non-negative integer of at most 255",
+        ),
+        ("expected isize", "expected an integer"),
+        ("expected i64", "expected an integer"),
+        (
+            "expected i32",
+            "expected an integer between -2147483648 and 2147483647",
+        ),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected a sequence", "expected an array"),
+        ("expected a map", "expected an object"),
+        ("expected a borrowed string", "expected a string"),
+    ];
+    let mut out = message.to_string();
+    for (rust, json) in TYPES {
+        // Whole words only: `expected u8` must not touch `expected u8x`.
+        let mut from = 0;
+        while let Some(at) = out[from..].find(rust).map(|i| i + from) {
+            let end = at + rust.len();
+            if out[end..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                from = end;
+                continue;
+            }
+            out.replace_range(at..end, json);
+            from = at + json.len();
+        }
+    }
+    // `expected struct SkillArgument` / `expected enum Mode`: a Rust name, not a JSON type.
+    for (rust, json) in [
+        ("expected struct ", "expected an object"),
+        ("expected enum ", "expected one of the allowed values"),
+    ] {
+        while let Some(at) = out.find(rust) {
+            let name_end = out[at + rust.len()..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(out.len(), |i| at + rust.len() + i);
+            out.replace_range(at..name_end, json);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

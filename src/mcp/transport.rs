@@ -1,23 +1,31 @@
 //! Newline-delimited JSON-RPC transport for rmcp (server role) that, unlike
 //! rmcp's built-in `AsyncRwTransport` (used by `rmcp::transport::stdio()`):
-//!   * answers unparsable JSON with -32700 (id null) instead of ignoring it,
+//!   * answers unparsable JSON with -32700 and `"id": null` (JSON-RPC 2.0; rmcp would omit
+//!     the id) instead of ignoring it,
 //!   * answers malformed messages (`"method": 42`, no `"jsonrpc":"2.0"`, non-object)
-//!     with -32600 echoing the request id when usable (rmcp: -32600 with id null),
+//!     with -32600 echoing the request id when usable, else `"id": null`,
+//!   * answers a request whose id is neither a string nor an integer (`null`, a float, an
+//!     object, an array, a boolean, an integer beyond 64 bits) with -32600 and `"id": null`
+//!     (rmcp would answer without an id, or not at all),
+//!   * answers a line over `MAX_MESSAGE_BYTES` with -32600 and the request's id when it can be
+//!     read from the part received, and keeps reading the next line,
 //!   * answers a message that still fails rmcp's typed parse with -32602 + id
 //!     (rare: rmcp parses most malformed known requests as CustomRequest; see
 //!     `Kbdb::on_custom_request` for the -32602 mapping of those),
-//!   * drops notifications/responses that arrive before `initialize`
-//!     (rmcp's handshake aborts the whole session on them).
+//!   * answers requests other than `initialize`, `ping` and `server/discover` that arrive
+//!     before `initialize` with -32600 "send initialize first", and drops notifications and
+//!     responses that arrive before it (rmcp's handshake aborts the whole session on them).
 //!
-//! Valid messages are passed to rmcp unchanged.
+//! Valid messages are passed to rmcp unchanged. The errors answered here are written as raw
+//! JSON, since rmcp's error type leaves out an id it does not have.
 use std::{io, sync::Arc};
 
 use rmcp::{
     RoleServer,
-    model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, ErrorCode, RequestId, ServerJsonRpcMessage},
     transport::Transport,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     sync::Mutex,
@@ -28,7 +36,14 @@ async fn write_msg<W: AsyncWrite + Send + Unpin>(
     writer: Arc<Mutex<Option<W>>>,
     msg: ServerJsonRpcMessage,
 ) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(&msg).map_err(io::Error::other)?;
+    let bytes = serde_json::to_vec(&msg).map_err(io::Error::other)?;
+    write_line(writer, bytes).await
+}
+
+async fn write_line<W: AsyncWrite + Send + Unpin>(
+    writer: Arc<Mutex<Option<W>>>,
+    mut bytes: Vec<u8>,
+) -> io::Result<()> {
     bytes.push(b'\n');
     let mut guard = writer.lock().await;
     let w = guard
@@ -74,11 +89,14 @@ where
         }
     }
 
-    fn reply_error(&mut self, code: ErrorCode, message: String, id: Option<RequestId>) {
-        let msg = ServerJsonRpcMessage::error(ErrorData::new(code, message, None), id);
+    /// An error answered here; `id` is the request's id, or `null` when it has none usable.
+    fn reply_error(&mut self, code: ErrorCode, message: String, id: Value) {
+        // Written by hand to keep the usual member order (serde_json sorts an object's keys).
+        let error = json!({"code": code.0, "message": message});
+        let bytes = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#).into_bytes();
         let writer = self.writer.clone();
         self.replies.spawn(async move {
-            if let Err(e) = write_msg(writer, msg).await {
+            if let Err(e) = write_line(writer, bytes).await {
                 tracing::debug!("failed to write error reply: {e}");
             }
         });
@@ -89,7 +107,11 @@ where
         let value: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
-                self.reply_error(ErrorCode::PARSE_ERROR, format!("Parse error: {e}"), None);
+                self.reply_error(
+                    ErrorCode::PARSE_ERROR,
+                    format!("Parse error: {e}"),
+                    Value::Null,
+                );
                 return None;
             }
         };
@@ -97,31 +119,67 @@ where
             self.reply_error(
                 ErrorCode::INVALID_REQUEST,
                 "Invalid Request: not a JSON-RPC object".into(),
-                None,
+                Value::Null,
             );
             return None;
         };
-        let id: Option<RequestId> = obj
-            .get("id")
-            .and_then(|v| serde_json::from_value(v.clone()).ok());
         let method = obj.get("method");
-        let is_request = method.is_some() && obj.contains_key("id");
-        let is_notification = method.is_some() && !obj.contains_key("id");
+        let id = obj.get("id").map(request_id);
+        let is_request = method.is_some() && id.is_some();
+        let is_notification = method.is_some() && id.is_none();
+        // The id to answer with: the request's own when usable, else null.
+        let reply_id = match &id {
+            Some(Ok(_)) => obj["id"].clone(),
+            Some(Err(echo)) => echo.clone(),
+            None => Value::Null,
+        };
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0")
             || method.is_some_and(|m| !m.is_string())
         {
             if !is_notification {
-                self.reply_error(ErrorCode::INVALID_REQUEST, "Invalid Request".into(), id);
+                self.reply_error(
+                    ErrorCode::INVALID_REQUEST,
+                    "Invalid Request".into(),
+                    reply_id,
+                );
             }
             return None;
         }
         let method = method.and_then(Value::as_str);
-        if !self.saw_initialize && !is_request {
-            eprintln!(
-                "kbdb: dropping pre-initialize message {:?}",
-                method.unwrap_or("(response)")
+        if is_request && let Some(Err(_)) = &id {
+            self.reply_error(
+                ErrorCode::INVALID_REQUEST,
+                format!(
+                    "Invalid Request: id must be a string or an integer between -2^63 and \
+                     2^63-1 (got {})",
+                    describe_id(&obj["id"])
+                ),
+                reply_id,
             );
             return None;
+        }
+        if !self.saw_initialize {
+            if !is_request {
+                eprintln!(
+                    "kbdb: dropping pre-initialize message {:?}",
+                    method.unwrap_or("(response)")
+                );
+                return None;
+            }
+            // rmcp would answer with a complaint about missing `_meta` keys of a protocol
+            // version kbdb does not speak; say what the client must do instead.
+            if !matches!(method, Some("initialize" | "ping" | "server/discover")) {
+                self.reply_error(
+                    ErrorCode::INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: the session is not initialized; send initialize \
+                         first (got {})",
+                        method.unwrap_or("?")
+                    ),
+                    reply_id,
+                );
+                return None;
+            }
         }
         match serde_json::from_value::<ClientJsonRpcMessage>(value.clone()) {
             Ok(msg) => {
@@ -137,13 +195,129 @@ where
                     self.reply_error(
                         ErrorCode::INVALID_PARAMS,
                         format!("Invalid params for {}: {e}", method.unwrap_or("?")),
-                        id,
+                        reply_id,
                     );
                 } else if !is_notification {
                     tracing::debug!("ignoring unparsable response: {e}");
                 }
                 None
             }
+        }
+    }
+}
+
+/// A request id as rmcp takes it: a string, or an integer that fits an i64. Otherwise the id
+/// to answer the error with: the integer itself when it is one (beyond i64, within u64), else
+/// `null` (JSON-RPC 2.0: ids are strings or numbers without fractions; MCP: strings or
+/// integers).
+fn request_id(id: &Value) -> Result<RequestId, Value> {
+    match id {
+        Value::String(s) => Ok(RequestId::String(s.as_str().into())),
+        Value::Number(n) if n.is_i64() => Ok(RequestId::Number(n.as_i64().unwrap_or_default())),
+        Value::Number(n) if n.is_u64() => Err(id.clone()),
+        _ => Err(Value::Null),
+    }
+}
+
+/// An invalid id, for the error message (its JSON, cut short when long).
+fn describe_id(id: &Value) -> String {
+    let what = match id {
+        Value::Null => return "null".into(),
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_u64() => "an integer beyond 2^63-1",
+        Value::Number(_) => "a number that is not a 64-bit integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    let text = id.to_string();
+    if text.len() <= 40 {
+        format!("{what}: {text}")
+    } else {
+        what.to_string()
+    }
+}
+
+/// The `"id"` member of a JSON-RPC object of which only a prefix was received (a line over the
+/// size limit), when it comes before the cut: the top-level members are walked without
+/// building their values (nesting is counted, not recursed into).
+fn id_in_prefix(buf: &[u8]) -> Option<Value> {
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while buf.get(*i).is_some_and(u8::is_ascii_whitespace) {
+            *i += 1;
+        }
+    };
+    // The end (exclusive) of the string starting at `i` (a quote), if it is complete.
+    let string_end = |mut i: usize| -> Option<usize> {
+        i += 1;
+        loop {
+            match buf.get(i)? {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+    };
+    if buf.starts_with(b"\xEF\xBB\xBF") {
+        i = 3;
+    }
+    ws(&mut i);
+    if buf.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        ws(&mut i);
+        if buf.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(i)?;
+        let key = &buf[i..key_end];
+        i = key_end;
+        ws(&mut i);
+        if buf.get(i) != Some(&b':') {
+            return None;
+        }
+        i += 1;
+        ws(&mut i);
+        let start = i;
+        match buf.get(i)? {
+            b'"' => i = string_end(i)?,
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match buf.get(i)? {
+                        b'"' => {
+                            i = string_end(i)?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                i += 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+            }
+            _ => {
+                while !matches!(buf.get(i)?, b',' | b'}') && !buf[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+            }
+        }
+        if key == b"\"id\"" {
+            return serde_json::from_slice(&buf[start..i]).ok();
+        }
+        ws(&mut i);
+        match buf.get(i)? {
+            b',' => i += 1,
+            _ => return None,
         }
     }
 }
@@ -178,15 +352,19 @@ where
                 && self.line.last() != Some(&b'\n')
                 && self.line.len() > crate::daemon::MAX_MESSAGE_BYTES
             {
-                self.line.clear();
                 if !self.skipping {
                     self.skipping = true;
+                    // Answered with the request's id when the part received holds it.
+                    let id = id_in_prefix(&self.line)
+                        .and_then(|id| request_id(&id).ok().map(|_| id))
+                        .unwrap_or(Value::Null);
                     self.reply_error(
                         ErrorCode::INVALID_REQUEST,
                         format!("message exceeds {} bytes", crate::daemon::MAX_MESSAGE_BYTES),
-                        None,
+                        id,
                     );
                 }
+                self.line.clear();
                 continue;
             }
             if self.skipping {

@@ -40,6 +40,13 @@ impl McpChild {
 
     /// Start `kbdb mcp --db DIR ARGS…` offering the client `capabilities`.
     pub fn start_with_args(db: &TestDb, args: &[&str], capabilities: Value) -> McpChild {
+        let mut m = Self::spawn(db, args);
+        m.initialize(capabilities);
+        m
+    }
+
+    /// Start `kbdb mcp --db DIR ARGS…` without the handshake.
+    pub fn spawn(db: &TestDb, args: &[&str]) -> McpChild {
         let stderr = db.tmp.path().join(format!("mcp-stderr-{}.txt", unique()));
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
             .env("KBDB_RUNTIME_DIR", db.runtime_dir())
@@ -53,7 +60,7 @@ impl McpChild {
             .spawn()
             .unwrap();
         let lines = super::stdout_lines(&mut child);
-        let mut m = McpChild {
+        McpChild {
             stdin: child.stdin.take(),
             child,
             lines,
@@ -61,7 +68,12 @@ impl McpChild {
             next_id: 1,
             aside: Vec::new(),
             stderr,
-        };
+        }
+    }
+
+    /// The handshake: `initialize` offering `capabilities`, then `notifications/initialized`.
+    pub fn initialize(&mut self, capabilities: Value) {
+        let m = self;
         let init = m.request(
             "initialize",
             json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
@@ -71,7 +83,6 @@ impl McpChild {
         assert_eq!(init["result"]["serverInfo"]["name"], "kbdb", "{init}");
         m.init = init;
         m.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        m
     }
 
     /// Write one line (the newline is added).
