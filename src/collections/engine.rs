@@ -38,6 +38,18 @@ fn poisoned<T>(_: T) -> KbError {
     KbError::Storage("collection state lock poisoned by an earlier panic".into())
 }
 
+impl CollectionState {
+    /// After a panic was caught (a damaged page): the locks work again, and the document
+    /// index is built anew at its next use.
+    pub(crate) fn recover(&self) {
+        self.models.clear_poison();
+        self.index.clear_poison();
+        if let Ok(mut i) = self.index.lock() {
+            *i = None;
+        }
+    }
+}
+
 /// A document read for validation or display: record, sections (level, heading, text).
 struct StoredDoc {
     rec: DocumentRecord,
