@@ -311,7 +311,10 @@ impl Kb {
             if tables.is_none() {
                 tables = Some(ReadTables::open(&self.db()?.begin_read()?)?);
             }
-            tables.as_ref().expect("opened above").content(kbid)
+            tables
+                .as_ref()
+                .expect("opened above")
+                .content_unverified(kbid)
         };
         if let Err(e) = learn::scan_near_duplicates(p, point, candidates, &self.shingles, load) {
             tracing::debug!("near-duplicate scan left to the writer: {e}");

@@ -1307,3 +1307,70 @@ fn a_damaged_page_answers_damaged_and_the_daemon_serves_on() {
         Some(true)
     );
 }
+
+#[test]
+fn content_that_fails_its_kbid_is_never_served() {
+    let db = TestDb::new();
+    let text = "The canary sentence of verification, stored once.";
+    let kbid = db.learn(&[text, "--docid", "canary/doc"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = db.learn(&["An intact neighbour of the canary."])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    db.stop_daemon();
+    // One letter of the stored content changed (still valid UTF-8: only the hash tells).
+    let file = db.dir.join("kbdb.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let needle = b"verification";
+    let hits: Vec<usize> = (0..bytes.len() - needle.len())
+        .filter(|&i| &bytes[i..i + needle.len()] == needle)
+        .collect();
+    assert!(!hits.is_empty());
+    for at in hits {
+        bytes[at] = b'V';
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    for embedded in [false, true] {
+        let calls: [&[&str]; 5] = [
+            &["retrieve", "--kbid", &kbid],
+            &["content", &kbid],
+            &["content", "canary/doc"],
+            &["recall", &kbid],
+            &["search", "canary"],
+        ];
+        for args in calls {
+            let mut cmd = db.cmd();
+            if embedded {
+                cmd.arg("--embedded");
+            }
+            let out = cmd.args(args).args(["--format", "json"]).output().unwrap();
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            assert_eq!(
+                out.status.code(),
+                Some(9),
+                "{args:?} embedded={embedded}: {v}"
+            );
+            assert_eq!(v["error"]["code"], "damaged", "{args:?}: {v}");
+            let msg = v["error"]["message"].as_str().unwrap();
+            assert!(msg.contains(&kbid), "{args:?}: {msg}");
+        }
+        if embedded {
+            continue;
+        }
+        // The intact section is served as ever; check names the damaged one.
+        let v = db.json(&["retrieve", "--kbid", &other]);
+        assert!(v.to_string().contains("intact neighbour"), "{v}");
+        let out = db
+            .cmd()
+            .args(["check", "--format", "json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ok"], false, "{v}");
+        assert!(v.to_string().contains(&kbid), "{v}");
+        db.stop_daemon();
+    }
+}

@@ -175,7 +175,7 @@ impl Kb {
             if s.section_type.starts_with("image/") {
                 continue;
             }
-            let text = crate::store::txn::record_content(&content_t, &s)?
+            let text = crate::store::txn::record_content_unverified(&content_t, &s)?
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
             let level = text

@@ -452,7 +452,8 @@ impl Kb {
                 };
                 let rec: crate::model::records::SectionRecord =
                     crate::model::records::decode("sections", kbid, rec.value())?;
-                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+                let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
+                    .unwrap_or_default();
                 let Some(input) = super::embedding_input(&rec, &bytes) else {
                     continue;
                 };
