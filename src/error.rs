@@ -47,6 +47,12 @@ pub enum KbError {
         detail: String,
     },
 
+    /// The database's files hold bytes that cannot be what kbdb wrote: a damaged page of the
+    /// store (redb failed on it), content that does not hash to its kbid, a damaged write
+    /// journal. `what` says which and where; the message says what to do.
+    #[error("{what}; {DAMAGED_HINT}")]
+    Damaged { what: String },
+
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -83,7 +89,19 @@ pub enum KbError {
     Conflict { path: PathBuf, message: String },
 }
 
+/// What to do about a damaged database (the end of every `damaged` error's message).
+pub const DAMAGED_HINT: &str = "the database is damaged: run `kbdb check` to see what is affected, \
+     and restore it from an export (`kbdb import`) if it finds errors (docs/reliability.md)";
+
+/// CLI exit code of a `damaged` error (docs/cli.md).
+pub const EXIT_DAMAGED: i32 = 9;
+
 impl KbError {
+    /// A damaged database file: `what` names the file, the table or the kbid.
+    pub fn damaged(what: impl Into<String>) -> Self {
+        KbError::Damaged { what: what.into() }
+    }
+
     pub fn invalid(field: &str, rule: impl std::fmt::Display) -> Self {
         KbError::InvalidInput {
             field: field.to_string(),
@@ -107,6 +125,7 @@ impl KbError {
             KbError::Locked(_) => "locked",
             KbError::Config { .. } => "config",
             KbError::Corrupt { .. } => "corrupt",
+            KbError::Damaged { .. } => "damaged",
             KbError::Io { .. } => "io",
             KbError::Storage(_) => "storage",
             KbError::Conflict { .. } => "conflict",

@@ -506,7 +506,7 @@ fn check_candidates(
     out: &mut Vec<NearDuplicate>,
 ) -> Result<()> {
     ranked.retain(|(_, k)| *k != p.kbid && !t.band_removed(k) && !out.iter().any(|d| d.kbid == *k));
-    let mut load = |c: &str| t.content(c);
+    let mut load = |c: &str| t.content_unverified(c);
     // Sections added earlier in this transaction are the newest of all.
     let recency = |k: &str| match t.pending_bands.recency(k) {
         Some(r) => u64::MAX / 2 + r,

@@ -91,6 +91,9 @@ struct JournalState {
     /// append or the commit failed): the next commit is durable and claims this number, so a
     /// replay skips it.
     skip_to: Option<u64>,
+    /// The next durable commit claims the number after the one the database holds (a group
+    /// failed by a panic may have appended a record with it).
+    claim_next: bool,
     /// A durable commit must come before the next record (an append failed, and its torn
     /// record could hide the next ones from a replay; or the journal was just opened and holds
     /// records the next ones overwrite).
@@ -101,6 +104,7 @@ impl JournalState {
     fn checkpoint_due(&self) -> bool {
         self.durable_first
             || self.skip_to.is_some()
+            || self.claim_next
             || self.last_durable.elapsed() >= self.every
             || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
     }
@@ -111,12 +115,17 @@ impl JournalState {
             let held = store::journal::applied_seq(txn)?;
             store::journal::set_applied_seq(txn, held.max(seq))?;
         }
+        if self.claim_next {
+            let held = store::journal::applied_seq(txn)?;
+            store::journal::set_applied_seq(txn, held + 1)?;
+        }
         Ok(())
     }
 
     /// After a durable commit: every record is in the database; the journal starts over.
     fn after_durable(&mut self) {
         self.skip_to = None;
+        self.claim_next = false;
         self.durable_first = false;
         self.last_durable = Instant::now();
         self.journal.reset();
@@ -302,7 +311,10 @@ impl Kb {
             if tables.is_none() {
                 tables = Some(ReadTables::open(&self.db()?.begin_read()?)?);
             }
-            tables.as_ref().expect("opened above").content(kbid)
+            tables
+                .as_ref()
+                .expect("opened above")
+                .content_unverified(kbid)
         };
         if let Err(e) = learn::scan_near_duplicates(p, point, candidates, &self.shingles, load) {
             tracing::debug!("near-duplicate scan left to the writer: {e}");
@@ -904,6 +916,19 @@ impl Kb {
             }
         };
         let mut r = maintenance::check::check(&txn, Some(keys), progress)?;
+        // A write journal found damaged was kept aside when the open refused it: the writes it
+        // held after the damage are not in the store (src/store/journal.rs).
+        for copy in store::journal::damaged_copies(&self.dir) {
+            r.errors.push(model::CheckFinding {
+                kind: "journal_damaged".into(),
+                entity: copy.display().to_string(),
+                detail: "a damaged write journal was set aside: writes acknowledged after its \
+                         last checkpoint may be missing; restore from an export, or delete \
+                         this copy once dealt with"
+                    .into(),
+            });
+            r.ok = false;
+        }
         r.elapsed_ms = elapsed_ms(start);
         Ok(r)
     }
@@ -1250,11 +1275,39 @@ impl Kb {
                 last_durable: Instant::now(),
                 every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
                 skip_to: None,
+                claim_next: false,
                 // Whatever the file holds is in the database (replayed when it opened).
                 durable_first: true,
             });
         }
         Ok(())
+    }
+
+    /// After a panic while a write group was applied (a damaged page: the daemon's writer goes
+    /// on): the database is closed and opened again at the next access (redb's state in memory
+    /// may be half-changed), and the next group commits durably, claiming the journal number
+    /// the failed group may have used, so that a replay never takes a record of it for one of
+    /// a later group.
+    pub fn recover_from_panic(&self) {
+        self.store.mark_failed();
+        self.journal.clear_poison();
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(j) = slot.as_mut() {
+            j.durable_first = true;
+            j.claim_next = true;
+        }
+        drop(slot);
+        self.recover_locks();
+    }
+
+    /// After a panic was caught in a read (a damaged page; the daemon goes on): the in-memory
+    /// state's locks the panic poisoned work again (the derived state is loaded anew), so one
+    /// damaged page does not fail every later call.
+    pub fn recover_locks(&self) {
+        self.lexical.clear_poison();
+        self.indexes.recover();
+        self.vectors.recover();
+        self.collection.recover();
     }
 
     /// Make every journaled write durable in redb and empty the journal (a clean stop leaves

@@ -1129,3 +1129,248 @@ fn a_subscriber_that_stops_reading_is_dropped_and_writes_go_on() {
     }
     assert!(lines > 0, "it had events before it was dropped");
 }
+
+/// The offsets of the records at the start of a journal file (each `[len u32][seq u64][check
+/// 8 bytes][payload]`), up to the first that does not fit.
+fn journal_records(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 20 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if len == 0 || at + 20 + len > bytes.len() {
+            break;
+        }
+        out.push((at, len));
+        at += 20 + len;
+    }
+    out
+}
+
+#[test]
+fn a_flipped_bit_in_the_journal_before_later_records_refuses_the_open_and_keeps_a_copy() {
+    let db = TestDb::new();
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_JOURNAL_CHECKPOINT_MS",
+        "600000",
+        &["learn", "durable fact 0"],
+    );
+    for i in 1..10 {
+        db.learn(&[&format!("journaled fact {i}")]);
+    }
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    // One bit of the third record's payload: seven acknowledged writes after it.
+    let path = db.dir.join("kbdb.journal");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let records = journal_records(&bytes);
+    assert!(records.len() >= 9, "{records:?}");
+    let (at, len) = records[2];
+    bytes[at + 20 + len / 2] ^= 0x04;
+    std::fs::write(&path, &bytes).unwrap();
+    // Refused (not opened with the two records before the damage and silently without the
+    // seven after it), through the daemon and embedded, with the journal named.
+    for embedded in [false, true] {
+        let mut cmd = db.cmd();
+        if embedded {
+            cmd.arg("--embedded");
+        }
+        let out = cmd.args(["status", "--format", "json"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(9), "{out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["error"]["code"], "damaged", "{v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("kbdb.journal is damaged"), "{msg}");
+        assert!(msg.contains("move") && msg.contains("kbdb check"), "{msg}");
+    }
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the journal is left as it was"
+    );
+    let copies: Vec<_> = std::fs::read_dir(&db.dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("kbdb.journal.damaged-")
+        })
+        .collect();
+    assert_eq!(copies.len(), 1, "one copy, however many refused opens");
+    assert_eq!(std::fs::read(copies[0].path()).unwrap(), bytes);
+    // Moved aside as the message says: the database opens at its last checkpoint, and check
+    // reports the copy.
+    std::fs::rename(&path, db.dir.join("journal.aside")).unwrap();
+    assert_eq!(db.status()["sections"], 1);
+    let out = db
+        .cmd()
+        .args(["check", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(
+        v["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "journal_damaged"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_journal_torn_at_its_tail_after_a_kill_still_replays_what_it_holds() {
+    let db = TestDb::new();
+    let pid = daemon_with(
+        &db,
+        "KBDB_DAEMON_JOURNAL_CHECKPOINT_MS",
+        "600000",
+        &["learn", "durable fact 0"],
+    );
+    for i in 1..6 {
+        db.learn(&[&format!("journaled fact {i}")]);
+    }
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    // The last record torn, as a kill mid-append leaves it: a normal end, no damage.
+    let path = db.dir.join("kbdb.journal");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let records = journal_records(&bytes);
+    let (at, len) = records[records.len() - 1];
+    bytes[at + 20 + len - 3] ^= 0x04;
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(db.status()["sections"], 5);
+    assert_eq!(db.json(&["check"])["ok"], true);
+}
+
+#[test]
+fn a_damaged_page_answers_damaged_and_the_daemon_serves_on() {
+    let db = TestDb::new();
+    let mut kbids = Vec::new();
+    for i in 0..20 {
+        let r = db.learn(&[&format!("page fact {i} about damaged pages")]);
+        kbids.push(r["kbid"].as_str().unwrap().to_string());
+    }
+    db.stop_daemon();
+    // A key of the sections table made invalid UTF-8 (with its other copies): redb panics on
+    // it (`Result::unwrap()` on a Utf8Error) instead of returning an error.
+    let file = db.dir.join("kbdb.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let key = kbids[7].as_bytes();
+    let hits: Vec<usize> = (0..bytes.len() - key.len())
+        .filter(|&i| &bytes[i..i + key.len()] == key)
+        .collect();
+    assert!(!hits.is_empty());
+    for at in hits {
+        bytes[at + 5] = 0xff;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    assert_eq!(db.status()["sections"], 20);
+    let pid = daemon_pid(&db).expect("a daemon runs");
+    // check reads every key: answered with `damaged` (exit 9), not a lost connection.
+    let out = db
+        .cmd()
+        .args(["check", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(9), "{v}");
+    assert_eq!(v["error"]["code"], "damaged", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("kbdb check"),
+        "{v}"
+    );
+    // Reads and writes after it are answered (successes or errors), never a lost connection.
+    let calls: [&[&str]; 5] = [
+        &["search", "page fact"],
+        &["retrieve", "--kbid", &kbids[3]],
+        &["learn", "a fact learned after the damage"],
+        &["unlearn", &kbids[7]],
+        &["status"],
+    ];
+    for args in calls {
+        let out = db.cmd().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !err.contains("lost the connection") && !err.contains("stopped before answering"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves on");
+    assert_eq!(
+        db.status()["sections"].as_u64().map(|n| n >= 20),
+        Some(true)
+    );
+}
+
+#[test]
+fn content_that_fails_its_kbid_is_never_served() {
+    let db = TestDb::new();
+    let text = "The canary sentence of verification, stored once.";
+    let kbid = db.learn(&[text, "--docid", "canary/doc"])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = db.learn(&["An intact neighbour of the canary."])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    db.stop_daemon();
+    // One letter of the stored content changed (still valid UTF-8: only the hash tells).
+    let file = db.dir.join("kbdb.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let needle = b"verification";
+    let hits: Vec<usize> = (0..bytes.len() - needle.len())
+        .filter(|&i| &bytes[i..i + needle.len()] == needle)
+        .collect();
+    assert!(!hits.is_empty());
+    for at in hits {
+        bytes[at] = b'V';
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    for embedded in [false, true] {
+        let calls: [&[&str]; 5] = [
+            &["retrieve", "--kbid", &kbid],
+            &["content", &kbid],
+            &["content", "canary/doc"],
+            &["recall", &kbid],
+            &["search", "canary"],
+        ];
+        for args in calls {
+            let mut cmd = db.cmd();
+            if embedded {
+                cmd.arg("--embedded");
+            }
+            let out = cmd.args(args).args(["--format", "json"]).output().unwrap();
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            assert_eq!(
+                out.status.code(),
+                Some(9),
+                "{args:?} embedded={embedded}: {v}"
+            );
+            assert_eq!(v["error"]["code"], "damaged", "{args:?}: {v}");
+            let msg = v["error"]["message"].as_str().unwrap();
+            assert!(msg.contains(&kbid), "{args:?}: {msg}");
+        }
+        if embedded {
+            continue;
+        }
+        // The intact section is served as ever; check names the damaged one.
+        let v = db.json(&["retrieve", "--kbid", &other]);
+        assert!(v.to_string().contains("intact neighbour"), "{v}");
+        let out = db
+            .cmd()
+            .args(["check", "--format", "json"])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ok"], false, "{v}");
+        assert!(v.to_string().contains(&kbid), "{v}");
+        db.stop_daemon();
+    }
+}

@@ -21,7 +21,7 @@ Examples:
 
 Exit codes: 0 ok, 1 internal or storage error, 2 usage error, 3 invalid input,
 4 not found, 5 database unavailable (missing, not a folder, in use), 6 some --jsonl lines failed,
-7 check found errors.";
+7 check found errors, 9 damaged database (run `kbdb check`).";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -29,6 +29,7 @@ pub fn exit_code(e: &KbError) -> i32 {
         "conflict" => EXIT_CONFLICT,
         "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon"
         | "embedding_failed" => EXIT_UNAVAILABLE,
+        "damaged" => kbdb::error::EXIT_DAMAGED,
         _ => EXIT_INTERNAL,
     }
 }

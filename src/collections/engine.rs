@@ -38,6 +38,18 @@ fn poisoned<T>(_: T) -> KbError {
     KbError::Storage("collection state lock poisoned by an earlier panic".into())
 }
 
+impl CollectionState {
+    /// After a panic was caught (a damaged page): the locks work again, and the document
+    /// index is built anew at its next use.
+    pub(crate) fn recover(&self) {
+        self.models.clear_poison();
+        self.index.clear_poison();
+        if let Ok(mut i) = self.index.lock() {
+            *i = None;
+        }
+    }
+}
+
 /// A document read for validation or display: record, sections (level, heading, text).
 struct StoredDoc {
     rec: DocumentRecord,
@@ -163,7 +175,7 @@ impl Kb {
             if s.section_type.starts_with("image/") {
                 continue;
             }
-            let text = crate::store::txn::record_content(&content_t, &s)?
+            let text = crate::store::txn::record_content_unverified(&content_t, &s)?
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
             let level = text

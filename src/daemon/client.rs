@@ -155,11 +155,14 @@ fn spawn_daemon(db_dir: &Path) -> Result<std::process::Child> {
     let exe = std::env::current_exe()
         .map_err(|e| KbError::io("cannot find the kbdb executable to start the daemon", e))?;
     let mut cmd = Command::new(exe);
+    // A daemon that fails at start prints its error as JSON on its stdout, a pipe read by this
+    // client (`start_error`): its code and its cause reach the user even when the daemon
+    // cannot write its log (a full disk). Once it serves, it points its stdout elsewhere.
     cmd.arg("--db")
         .arg(db_dir)
-        .arg("daemon")
+        .args(["--format", "json", "daemon"])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null());
     // SAFETY: setsid is async-signal-safe; it detaches the daemon from the client's terminal
     // and process group so that the client's exit or Ctrl-C does not stop it.
@@ -194,6 +197,22 @@ fn log_tail(db_dir: &Path, from: u64) -> String {
         return format!("it logged nothing in {}", log.display());
     }
     lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// The error a daemon that exited at start printed on its stdout (`{"error": {code, message}}`),
+/// read from the pipe (at most 64 KiB). None when it printed none (it died by a signal or a
+/// panic; the log tail tells then).
+fn start_error(child: &mut std::process::Child) -> Option<KbError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()?
+        .take(64 * 1024)
+        .read_to_end(&mut out)
+        .ok()?;
+    let v: Value = serde_json::from_slice(&out).ok()?;
+    v.get("error").map(super::methods::error_from_object)
 }
 
 /// A daemon of this user can only serve a database folder and file this user may read and
@@ -598,10 +617,21 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Con
             {
                 return Ok(c);
             }
-            return Err(daemon_err(format!(
-                "the kbdb daemon exited at start ({status}): {}",
-                log_tail(db_dir, log_from)
-            )));
+            return Err(match start_error(&mut child) {
+                Some(KbError::Remote {
+                    code,
+                    message,
+                    field,
+                }) => KbError::Remote {
+                    code,
+                    message: format!("the kbdb daemon exited at start ({status}): {message}"),
+                    field,
+                },
+                _ => daemon_err(format!(
+                    "the kbdb daemon exited at start ({status}): {}",
+                    log_tail(db_dir, log_from)
+                )),
+            });
         }
         if Instant::now() > deadline {
             let _ = child.kill();

@@ -62,7 +62,8 @@ pub fn build_id() -> String {
 struct Job {
     /// Validated and pre-computed on the client's connection thread (in parallel).
     ops: Vec<Result<crate::PreparedWrite>>,
-    reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, String>>,
+    /// The group's outcomes, or the error that failed the whole group (shared by its jobs).
+    reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>,
 }
 
 type Conn = Arc<Mutex<UnixStream>>;
@@ -353,7 +354,15 @@ pub fn serve(db_dir: &Path) -> Result<()> {
                 // the index writer instead of one per group (a search catches up by itself).
                 std::thread::sleep(INDEX_GATHER);
                 while index_rx.try_recv().is_ok() {}
-                kb.index_pending();
+                // A panic here (a damaged page) must not end the indexer: searches would
+                // still catch up by themselves, but slower.
+                if let Err(e) = crate::store::guard("indexing", || {
+                    kb.index_pending();
+                    Ok(())
+                }) {
+                    tracing::error!("{e}");
+                    kb.recover_locks();
+                }
                 let _ = embed_tx.send(());
             }
         })?
@@ -362,6 +371,9 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         let state = state.clone();
         named_thread("kbdb-writer", move || write_loop(&state, rx, index_tx))?
     };
+    // The client that started this daemon reads its stdout until it exits, for a start error
+    // (client.rs, `start_error`); from now on nothing is printed there.
+    detach_stdout();
     tracing::info!(db = %kb.dir().display(), socket = %sock.display(), pid = std::process::id(), "daemon started");
 
     loop {
@@ -424,6 +436,18 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     }
     tracing::info!("daemon stopped");
     Ok(())
+}
+
+/// Point stdout at /dev/null: the pipe of the client that started this daemon is for a start
+/// error only, and that client may be long gone.
+fn detach_stdout() {
+    use std::os::fd::AsRawFd;
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: both descriptors are open; dup2 replaces fd 1 atomically.
+        unsafe {
+            libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO);
+        }
+    }
 }
 
 /// Serve a newly accepted client on a thread of its own.
@@ -539,7 +563,7 @@ fn embed_loop(kb: &Kb, signals: mpsc::Receiver<()>) {
             return;
         }
         while signals.try_recv().is_ok() {}
-        backoff = match kb.embed_pending() {
+        backoff = match crate::store::guard("embedding", || kb.embed_pending()) {
             Ok(()) => None,
             Err(_) => Some(
                 backoff
@@ -599,21 +623,30 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
         // what is already queued each time a batch has been applied.
         let outcome = {
             let (jobs, counts, carry, rx) = (&mut jobs, &mut counts, &mut carry, &rx);
-            state.kb.write_prepared_joining(ops, move |room| {
-                if carry.is_some() {
-                    return None;
-                }
-                let mut next = Vec::new();
-                while let Ok(mut j) = rx.try_recv() {
-                    if next.len() + j.ops.len() > room {
-                        *carry = Some(j);
-                        break;
+            // A panic while the group is applied (a damaged page) fails the group's writes and
+            // leaves the writer running; the store is reopened before the next group, since
+            // redb's state in memory may be half-changed (`Kb::recover_from_panic`).
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                state.kb.write_prepared_joining(ops, move |room| {
+                    if carry.is_some() {
+                        return None;
                     }
-                    counts.push(j.ops.len());
-                    next.append(&mut j.ops);
-                    jobs.push(j);
-                }
-                (!next.is_empty()).then_some(next)
+                    let mut next = Vec::new();
+                    while let Ok(mut j) = rx.try_recv() {
+                        if next.len() + j.ops.len() > room {
+                            *carry = Some(j);
+                            break;
+                        }
+                        counts.push(j.ops.len());
+                        next.append(&mut j.ops);
+                        jobs.push(j);
+                    }
+                    (!next.is_empty()).then_some(next)
+                })
+            }))
+            .unwrap_or_else(|payload| {
+                state.kb.recover_from_panic();
+                Err(crate::store::panic_error("the write", payload.as_ref()))
             })
         };
         tracing::debug!(
@@ -637,9 +670,9 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
                 }
             }
             Err(e) => {
-                let msg = e.to_string();
+                let e = Arc::new(e);
                 for job in jobs {
-                    let _ = job.reply.send(Err(msg.clone()));
+                    let _ = job.reply.send(Err(e.clone()));
                 }
             }
         }
@@ -668,10 +701,19 @@ fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOut
     }
     match answer.recv() {
         Ok(Ok(outcomes)) => Ok(outcomes),
-        Ok(Err(msg)) => Err(KbError::Storage(msg)),
+        Ok(Err(e)) => Err(shared_error(&e)),
         Err(_) => Err(KbError::Daemon(
             "the writer stopped before answering".into(),
         )),
+    }
+}
+
+/// A copy of a group's error for one of its jobs: a `damaged` one keeps its code, any other is
+/// a storage error with its message.
+fn shared_error(e: &KbError) -> KbError {
+    match e {
+        KbError::Damaged { what } => KbError::damaged(what.clone()),
+        other => KbError::Storage(other.to_string()),
     }
 }
 
@@ -738,7 +780,19 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
                 wants_progress,
             } => (id, method, params, wants_progress),
         };
-        let out = dispatch(state, &conn, &method, params, wants_progress);
+        // A panic in a request (redb panics on some damaged pages) answers this request with
+        // a `damaged` error; the connection, the daemon and its other clients go on.
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatch(state, &conn, &method, params, wants_progress)
+        }))
+        .unwrap_or_else(|payload| {
+            tracing::error!("{method} panicked; answered as damaged");
+            state.kb.recover_locks();
+            Err(CallError::Kb(crate::store::panic_error(
+                &method,
+                payload.as_ref(),
+            )))
+        });
         let line = reply_line(&id, out);
         send_line(&conn, &line)?;
         if method == "shutdown" {

@@ -289,7 +289,8 @@ impl LexicalIndex {
             let (k, v) = row?;
             let kbid = k.value();
             let rec: SectionRecord = decode("sections", kbid, v.value())?;
-            let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+            let bytes =
+                crate::store::txn::record_content_unverified(&content, &rec)?.unwrap_or_default();
             let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
             ops.push(UserOperation::Add(
                 self.document(kbid, &rec, &bytes, &docids),
@@ -349,7 +350,8 @@ impl LexicalIndex {
             )));
             if let Some(v) = sections.get(kbid.as_str())? {
                 let rec: SectionRecord = decode("sections", kbid, v.value())?;
-                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+                let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
+                    .unwrap_or_default();
                 let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
                 ops.push(UserOperation::Add(
                     self.document(kbid, &rec, &bytes, &docids),

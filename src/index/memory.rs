@@ -53,6 +53,16 @@ impl SharedIndexes {
         })
     }
 
+    /// After a panic was caught (a damaged page): the locks work again, and the indexes are
+    /// loaded anew from the store at their next use (a write may have stopped half-way).
+    pub fn recover(&self) {
+        self.turn.clear_poison();
+        self.index.clear_poison();
+        if let Ok(mut index) = self.index.write() {
+            *index = None;
+        }
+    }
+
     /// The indexes for a scan or a lookup (None: poisoned; the inner None: not loaded yet).
     pub fn read(&self) -> Option<std::sync::RwLockReadGuard<'_, Option<SectionIndexes>>> {
         self.index.read().ok()

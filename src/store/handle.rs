@@ -336,6 +336,15 @@ impl Store {
         self.reopen(true)
     }
 
+    /// Close the database and open it again on the next access (after a panic in a write: redb's
+    /// state in memory may be left half-changed).
+    pub fn mark_failed(&self) {
+        let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
+        if let Slot::Writable(h) | Slot::ReadOnly(h) = &*slot {
+            h.failed.store(true, Ordering::Release);
+        }
+    }
+
     /// How many times the database was reopened for writing.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -445,7 +454,16 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
     }
 }
 
+/// Open the database for writing; a panic in redb (a damaged page read at open) is a `damaged`
+/// error naming the file.
 fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
+    let path = dir.join(super::DB_FILE);
+    super::guard(&format!("opening {}", path.display()), || {
+        open_writable_unguarded(dir, plan)
+    })
+}
+
+fn open_writable_unguarded(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let failed = Arc::new(AtomicBool::new(false));
     let file = FileBackend::new(open_file(&path)?)
@@ -524,6 +542,13 @@ fn discard_unfinished_init(file: &FileBackend, path: &Path) -> Result<()> {
 }
 
 fn open_read_only(dir: &Path) -> Result<Handle> {
+    let path = dir.join(super::DB_FILE);
+    super::guard(&format!("opening {} read-only", path.display()), || {
+        open_read_only_unguarded(dir)
+    })
+}
+
+fn open_read_only_unguarded(dir: &Path) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let file = FileBackend::new(open_file(&path)?)
         .map_err(|e| KbError::Storage(format!("cannot open {}: {e}", path.display())))?;

@@ -299,54 +299,235 @@ fn encode_record_within(seq: u64, record: &Record, max: usize) -> Option<Vec<u8>
     Some(out)
 }
 
-/// The records of a journal's bytes, in order, up to the first that is torn or fails its check.
-pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Record)> {
+/// The record at `at` when it is whole and passes its check: its number, its payload, and where
+/// the next one starts.
+fn record_at(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
+    if bytes.len().checked_sub(at)? < HEADER {
+        return None;
+    }
+    let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+    let seq = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().expect("8 bytes"));
+    if len > MAX_RECORD || bytes.len() - at - HEADER < len {
+        return None;
+    }
+    let payload = &bytes[at + HEADER..at + HEADER + len];
+    (bytes[at + 12..at + HEADER] == check_of(seq, payload)).then_some((
+        seq,
+        payload,
+        at + HEADER + len,
+    ))
+}
+
+/// The records of a journal's bytes from its start, in order, up to the first that is torn or
+/// fails its check (each with its offset), and the offset where that one starts (the length
+/// when none).
+fn chain(bytes: &[u8]) -> (Vec<(usize, u64, Record)>, usize) {
     let mut out = Vec::new();
     let mut at = 0;
-    while bytes.len() - at >= HEADER {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let seq = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().expect("8 bytes"));
-        let check = &bytes[at + 12..at + 20];
-        if len > MAX_RECORD || bytes.len() - at - HEADER < len {
-            break;
-        }
-        let payload = &bytes[at + HEADER..at + HEADER + len];
-        if check != check_of(seq, payload) {
-            break;
-        }
+    while let Some((seq, payload, next)) = record_at(bytes, at) {
         match postcard::from_bytes::<Record>(payload) {
-            Ok(r) => out.push((seq, r)),
+            Ok(r) => out.push((at, seq, r)),
             Err(_) => break,
         }
-        at += HEADER + len;
+        at = next;
     }
+    (out, at)
+}
+
+/// The records of a journal's bytes, in order, up to the first that is torn or fails its check.
+pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Record)> {
+    chain(bytes).0.into_iter().map(|(_, s, r)| (s, r)).collect()
+}
+
+/// How far past the last replayed number a later record's number may be and still be taken for
+/// one of this journal's (a record is at least `HEADER` bytes, and a journal starts over at
+/// 64 MiB: far fewer records than this).
+const LATER_WINDOW: u64 = 1 << 24;
+
+/// A whole record with a valid check and a number in `(after, after + LATER_WINDOW]`, at or
+/// after byte `from`: its offset and number. The first cheap test is the number (eight bytes
+/// of data rarely fall in the window), then the length, then the check.
+fn later_record(bytes: &[u8], from: usize, after: u64) -> Option<(usize, u64)> {
+    let last = bytes.len().checked_sub(HEADER)?;
+    for at in from..=last {
+        let seq = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().expect("8 bytes"));
+        if seq <= after || seq - after > LATER_WINDOW {
+            continue;
+        }
+        if let Some((seq, _, _)) = record_at(bytes, at) {
+            return Some((at, seq));
+        }
+    }
+    None
+}
+
+/// What is wrong with a journal whose replay must not go on: its records stop (a record torn
+/// or failing its check, or a number missing) before a later record that is valid — acknowledged
+/// writes that a replay would silently drop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JournalDamage {
+    /// The number of the last record replayed (or held by the database).
+    pub last_good: u64,
+    /// Where the bad record (or the record after the gap) starts.
+    pub bad_at: usize,
+    /// The later valid record: its offset and number.
+    pub later_at: usize,
+    pub later_seq: u64,
+}
+
+impl JournalDamage {
+    fn describe(&self, path: &Path) -> String {
+        format!(
+            "the write journal {} is damaged: its records stop at byte {} after record {}, \
+             but a later record ({} at byte {}) is valid, so writes acknowledged after the \
+             damage cannot be replayed",
+            path.display(),
+            self.bad_at,
+            self.last_good,
+            self.later_seq,
+            self.later_at
+        )
+    }
+}
+
+/// Which records of a journal's bytes a replay applies on a database that holds them up to
+/// `held`: the records after `held`, in order. A torn or failing record ends them — the normal
+/// end of a journal after a crash — unless a later record with a valid check and a higher number
+/// follows it (the damage is not at the tail: `JournalDamage`); so does a number missing
+/// between two records.
+pub fn plan_replay(
+    bytes: &[u8],
+    held: u64,
+) -> std::result::Result<Vec<(u64, Record)>, JournalDamage> {
+    let (records, end) = chain(bytes);
+    let mut seq = held;
+    let mut out = Vec::new();
+    for (at, s, record) in records {
+        if s <= seq {
+            // In the database already, or left from before the journal started over.
+            continue;
+        }
+        if s != seq + 1 {
+            return Err(JournalDamage {
+                last_good: seq,
+                bad_at: at,
+                later_at: at,
+                later_seq: s,
+            });
+        }
+        out.push((s, record));
+        seq = s;
+    }
+    match later_record(bytes, end, seq) {
+        Some((later_at, later_seq)) => Err(JournalDamage {
+            last_good: seq,
+            bad_at: end,
+            later_at,
+            later_seq,
+        }),
+        None => Ok(out),
+    }
+}
+
+/// Keep a copy of a damaged journal next to it (`kbdb.journal.damaged-<unix time>`), unless one
+/// with the same bytes is there already (each refused open would otherwise add one). Returns
+/// the copy's path.
+fn keep_damaged_copy(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for copy in damaged_copies(dir) {
+        if std::fs::metadata(&copy).is_ok_and(|m| m.len() == bytes.len() as u64)
+            && std::fs::read(&copy).is_ok_and(|b| b == bytes)
+        {
+            return Ok(copy);
+        }
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let copy = dir.join(format!("{JOURNAL_FILE}.{DAMAGED_SUFFIX}{secs}"));
+    std::fs::write(&copy, bytes).map_err(|e| {
+        KbError::io(
+            format!(
+                "cannot keep a copy of the damaged journal in {}",
+                copy.display()
+            ),
+            e,
+        )
+    })?;
+    Ok(copy)
+}
+
+const DAMAGED_SUFFIX: &str = "damaged-";
+
+/// The copies of damaged journals kept in the database folder `dir` (for `check`).
+pub fn damaged_copies(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{JOURNAL_FILE}.{DAMAGED_SUFFIX}");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
     out
+}
+
+/// Check the journal of `dir` against the number the database holds (`held`) as a replay
+/// would, without applying anything: None when a replay would apply all it holds.
+pub fn inspect(dir: &Path, held: u64) -> Result<Option<String>> {
+    let path = dir.join(JOURNAL_FILE);
+    let bytes = match read_journal(&path)? {
+        Some(b) => b,
+        None => return Ok(None),
+    };
+    Ok(plan_replay(&bytes, held).err().map(|d| d.describe(&path)))
+}
+
+/// The bytes of the journal file (None: there is none).
+fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
+    let mut file = match open_nofollow(path, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
+    Ok(Some(bytes))
 }
 
 /// Replay the journal of `dir` into `db`: the records after the durable `journal_seq`, in one
 /// durable transaction. The file is left as it is: once that commit holds them, a later replay
-/// skips every record in it. Returns how many records were applied.
+/// skips every record in it. Returns how many records were applied. A journal damaged before
+/// its tail (`plan_replay`) is refused with a `damaged` error, and a copy of it is kept.
 pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
     let path = dir.join(JOURNAL_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
+    let bytes = match read_journal(&path)? {
+        Some(b) if !b.is_empty() => b,
+        _ => return Ok(0),
     };
-    if bytes.is_empty() {
-        return Ok(0);
-    }
-    let records = decode_records(&bytes);
     let txn = db.begin_write()?;
-    let mut seq = applied_seq(&txn)?;
+    let held = applied_seq(&txn)?;
+    let records = match plan_replay(&bytes, held) {
+        Ok(r) => r,
+        Err(damage) => {
+            txn.abort()?;
+            let what = damage.describe(&path);
+            tracing::error!("{what}");
+            let copy = keep_damaged_copy(&path, &bytes)?;
+            return Err(KbError::damaged(format!(
+                "{what}. A copy is kept in {}. To open the database without the journal's \
+                 writes (those since its last checkpoint), move {} aside",
+                copy.display(),
+                path.display()
+            )));
+        }
+    };
+    let mut seq = held;
     let mut applied = 0;
     for (s, record) in &records {
-        if *s <= seq {
-            continue; // in the database already, or left from before the journal started over
-        }
-        if *s != seq + 1 {
-            break;
-        }
         if record.schema != schema {
             return Err(corrupt(format!(
                 "{} holds writes of schema {} and the database is at schema {schema}; \
@@ -367,6 +548,18 @@ pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
         txn.abort()?;
     }
     Ok(applied)
+}
+
+/// Open a file of the database folder without following a symlink there (another user who can
+/// write the folder could plant one to make kbdb write over a file of yours).
+pub(crate) fn open_nofollow(path: &Path, write: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.read(true).custom_flags(libc::O_NOFOLLOW);
+    if write {
+        o.write(true).create(true).truncate(false);
+    }
+    o.open(path)
 }
 
 /// The file grows by this much at a time, written with zeros, so that an append's fsync has no
@@ -393,12 +586,7 @@ impl Journal {
     /// them) before the first `append`, which overwrites them: the caller commits durably first.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Journal> {
         let path = dir.join(JOURNAL_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
+        let file = open_nofollow(&path, true)
             .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
         let len = file
             .metadata()
@@ -475,16 +663,7 @@ impl Journal {
 
 /// Read a journal file's records (for tests).
 pub fn read_file(path: &Path) -> Result<Vec<(u64, Record)>> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes)
-                .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
-    }
-    Ok(decode_records(&bytes))
+    Ok(decode_records(&read_journal(path)?.unwrap_or_default()))
 }
 
 #[cfg(test)]
@@ -524,6 +703,102 @@ mod tests {
         let second = encode_record(1, &record(1)).unwrap().len() + HEADER + 2;
         damaged[second] ^= 1;
         assert_eq!(decode_records(&damaged).len(), 1);
+    }
+
+    /// A journal of records `seqs`, in order from the start, and each one's offset.
+    fn journal(seqs: &[u64]) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = Vec::new();
+        let mut at = Vec::new();
+        for &s in seqs {
+            at.push(bytes.len());
+            bytes.extend(encode_record(s, &record(s as u8)).unwrap());
+        }
+        (bytes, at)
+    }
+
+    fn planned(bytes: &[u8], held: u64) -> std::result::Result<Vec<u64>, JournalDamage> {
+        plan_replay(bytes, held).map(|r| r.into_iter().map(|(s, _)| s).collect())
+    }
+
+    #[test]
+    fn a_torn_tail_ends_a_replay_and_a_bad_record_before_valid_ones_is_damage() {
+        let (bytes, at) = journal(&[4, 5, 6, 7, 8]);
+        // Whole, and grown with zeros as the file is: the records after the held number.
+        let mut grown = bytes.clone();
+        grown.resize(bytes.len() + 4096, 0);
+        assert_eq!(planned(&grown, 3), Ok(vec![4, 5, 6, 7, 8]));
+        assert_eq!(planned(&grown, 6), Ok(vec![7, 8]));
+        // Torn anywhere in the last record (a crash mid-append): a normal end.
+        for cut in at[4] + 1..bytes.len() {
+            assert_eq!(planned(&bytes[..cut], 3), Ok(vec![4, 5, 6, 7]), "cut {cut}");
+        }
+        // One flipped bit anywhere in the second record (header or payload), records after
+        // it: damage, naming where the records stop and the later valid one.
+        for byte in at[1]..at[2] {
+            let mut damaged = grown.clone();
+            damaged[byte] ^= 0x10;
+            let d = planned(&damaged, 3).unwrap_err();
+            assert_eq!((d.last_good, d.bad_at), (4, at[1]), "byte {byte}");
+            assert!(d.later_seq > 5 && d.later_at >= at[2], "byte {byte}: {d:?}");
+        }
+        // Damage in records the database holds already is no loss: the first valid one after
+        // it that is not held is found by number, and none is.
+        let mut held = grown.clone();
+        held[at[1] + HEADER + 1] ^= 1;
+        assert_eq!(planned(&held, 8), Ok(vec![]));
+        // A number missing between two valid records.
+        let (gap, at) = journal(&[4, 6]);
+        let d = planned(&gap, 3).unwrap_err();
+        assert_eq!((d.last_good, d.later_seq, d.later_at), (4, 6, at[1]));
+    }
+
+    #[test]
+    fn older_records_left_after_the_journal_started_over_are_no_damage() {
+        // Records 1..=6, then a checkpoint and records 7 and 8 written over the start.
+        let (old, _) = journal(&[1, 2, 3, 4, 5, 6]);
+        let (new, _) = journal(&[7, 8]);
+        let mut bytes = old.clone();
+        bytes[..new.len()].copy_from_slice(&new);
+        bytes.resize(old.len() + 1000, 0);
+        assert_eq!(planned(&bytes, 6), Ok(vec![7, 8]));
+        // Torn in the middle of the new second record: the older records after it have lower
+        // numbers, so still a torn tail.
+        let (first, _) = journal(&[7]);
+        let mut torn = bytes.clone();
+        torn[first.len() + 5] ^= 1;
+        assert_eq!(planned(&torn, 6), Ok(vec![7]));
+    }
+
+    #[test]
+    fn a_damaged_journal_is_refused_and_kept_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(tmp.path().join("db")).unwrap();
+        let (mut bytes, at) = journal(&[1, 2, 3]);
+        bytes[at[1] + HEADER] ^= 1;
+        let path = tmp.path().join(JOURNAL_FILE);
+        std::fs::write(&path, &bytes).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META).unwrap();
+        txn.commit().unwrap();
+        for _ in 0..2 {
+            let e = replay(tmp.path(), &db, 11).unwrap_err();
+            assert_eq!(e.code(), "damaged");
+            let msg = e.to_string();
+            assert!(msg.contains("kbdb.journal is damaged"), "{msg}");
+            assert!(msg.contains("kbdb check"), "{msg}");
+        }
+        let copies = damaged_copies(tmp.path());
+        assert_eq!(copies.len(), 1, "one copy for the same bytes");
+        assert_eq!(std::fs::read(&copies[0]).unwrap(), bytes);
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "the journal is left as it is"
+        );
+        assert!(inspect(tmp.path(), 0).unwrap().is_some());
+        // Nothing was applied.
+        let txn = db.begin_write().unwrap();
+        assert_eq!(applied_seq(&txn).unwrap(), 0);
     }
 
     #[test]

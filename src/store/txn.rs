@@ -8,7 +8,7 @@ use redb::{
 
 use super::journal::{Logged, LoggedMultimap, Record, TableId};
 use super::tables::*;
-use crate::error::Result;
+use crate::error::{KbError, Result};
 use crate::model::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
 
 pub struct WriteTables<'t> {
@@ -206,15 +206,17 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// The content of section `kbid` (None: no such section, or its content is missing).
-    pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
+    /// The content of section `kbid` (None: no such section, or its content is missing), not
+    /// verified against its kbid (near-duplicate comparisons: a damaged candidate must not fail
+    /// an unrelated write).
+    pub fn content_unverified(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
         match self.section(kbid)? {
-            Some(rec) => self.content_of(&rec),
+            Some(rec) => record_content_unverified(&*self.content, &rec),
             None => Ok(None),
         }
     }
 
-    /// The content a section record names (None: missing).
+    /// The content a section record names (None: missing), verified (`record_content`).
     pub fn content_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
         record_content(&*self.content, rec)
     }
@@ -368,7 +370,8 @@ impl ReadTables {
         get_record(&self.documents, "documents", docid)
     }
 
-    /// The content of section `kbid` (None: no such section, or its content is missing).
+    /// The content of section `kbid` (None: no such section, or its content is missing),
+    /// verified (`record_content`).
     pub fn content(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
         match self.section(kbid)? {
             Some(rec) => self.content_of(&rec),
@@ -376,9 +379,22 @@ impl ReadTables {
         }
     }
 
-    /// The content a section record names (None: missing).
+    /// `content` without the verification (near-duplicate comparisons).
+    pub fn content_unverified(&self, kbid: &str) -> Result<Option<Vec<u8>>> {
+        match self.section(kbid)? {
+            Some(rec) => record_content_unverified(&self.content, &rec),
+            None => Ok(None),
+        }
+    }
+
+    /// The content a section record names (None: missing), verified (`record_content`).
     pub fn content_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
         record_content(&self.content, rec)
+    }
+
+    /// The content a section record names, as stored (`check` compares it itself).
+    pub fn content_unverified_of(&self, rec: &SectionRecord) -> Result<Option<Vec<u8>>> {
+        record_content_unverified(&self.content, rec)
     }
 
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
@@ -390,12 +406,59 @@ impl ReadTables {
     }
 }
 
-/// The content a section record names in `section_content` (None: missing).
+/// The content a section record names in `section_content` (None: missing), verified: its
+/// SHA-256 must be the record's checksum (whose first 128 bits are the kbid). Every read that
+/// answers a user (retrieve, content, recall, search snippets, edits) goes through here, so a
+/// damaged section is an error naming it (`damaged`), never served as if it were its content.
+/// The cost: one SHA-256 of the bytes read (docs/performance.md).
 pub fn record_content(
     table: &impl ReadableTable<u64, &'static [u8]>,
     rec: &SectionRecord,
 ) -> Result<Option<Vec<u8>>> {
+    let Some(bytes) = record_content_unverified(table, rec)? else {
+        return Ok(None);
+    };
+    let digest = crate::model::kbid::sha256(&bytes);
+    if crate::model::kbid::hex(&digest) != rec.checksum {
+        return Err(content_damaged(rec, &digest, bytes.len()));
+    }
+    Ok(Some(bytes))
+}
+
+/// The content a section record names, as stored: for what is derived from it (the lexical
+/// index, embeddings, collection indexes), which must not stop at one damaged section, and for
+/// `check`, which reports it.
+pub fn record_content_unverified(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    rec: &SectionRecord,
+) -> Result<Option<Vec<u8>>> {
     Ok(table.get(rec.content_seq)?.map(|g| g.value().to_vec()))
+}
+
+/// The error for content that does not hash to its record's checksum, naming the section by
+/// the kbid the checksum gives.
+fn content_damaged(rec: &SectionRecord, digest: &[u8; 32], len: usize) -> KbError {
+    let kbid = decode_hex(&rec.checksum)
+        .map(|d| crate::model::kbid::encode_kbid(&d))
+        .unwrap_or_else(|| format!("with checksum {}", rec.checksum));
+    KbError::damaged(format!(
+        "section {kbid}: its stored content ({len} bytes, row {}) hashes to {}, not to its kbid",
+        rec.content_seq,
+        crate::model::kbid::encode_kbid(digest)
+    ))
+}
+
+fn decode_hex(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let nib = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = nib(b[2 * i])? << 4 | nib(b[2 * i + 1])?;
+    }
+    Some(out)
 }
 
 fn get_record<T: serde::de::DeserializeOwned>(

@@ -159,7 +159,8 @@ pub fn embed_pending(
                 continue;
             };
             let rec: SectionRecord = decode("sections", &kbid, rec.value())?;
-            let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+            let bytes =
+                crate::store::txn::record_content_unverified(&content, &rec)?.unwrap_or_default();
             let Some(input) = embedding_input(&rec, &bytes) else {
                 continue;
             };
@@ -349,7 +350,8 @@ pub fn rebuild(
                     continue;
                 };
                 let rec: SectionRecord = decode("sections", kbid, rec.value())?;
-                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+                let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
+                    .unwrap_or_default();
                 if let Some(input) = embedding_input(&rec, &bytes) {
                     work.push(Work {
                         kbid: kbid.clone(),

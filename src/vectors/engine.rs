@@ -46,6 +46,20 @@ fn poisoned<T>(_: T) -> KbError {
     KbError::Storage("vector state lock poisoned by an earlier panic".into())
 }
 
+impl VectorEngine {
+    /// After a panic was caught (a damaged page): the locks work again, and the vectors are
+    /// loaded anew at the next vector search.
+    pub(crate) fn recover(&self) {
+        self.provider.clear_poison();
+        self.matrix.clear_poison();
+        self.embed_lock.clear_poison();
+        self.last_error.clear_poison();
+        if let Ok(mut m) = self.matrix.write() {
+            *m = None;
+        }
+    }
+}
+
 impl Kb {
     /// The configured embedding provider (None: `provider = "none"`), created on first use.
     pub fn embedding_provider(&self) -> Result<Option<Provider>> {
@@ -523,7 +537,8 @@ impl Kb {
                 };
                 let rec: crate::model::records::SectionRecord =
                     crate::model::records::decode("sections", kbid, rec.value())?;
-                let bytes = crate::store::txn::record_content(&content, &rec)?.unwrap_or_default();
+                let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
+                    .unwrap_or_default();
                 let Some(input) = super::embedding_input(&rec, &bytes) else {
                     continue;
                 };
