@@ -862,62 +862,6 @@ fn import_of_a_folder_that_is_not_a_layout_is_refused_and_writes_nothing() {
     assert_eq!(db.status()["sections"], 0);
 }
 
-mod upgrade {
-    //! Databases written before detached sections were collected at once.
-    use super::*;
-    use kbdb::store::tables::*;
-    use redb::{ReadableDatabase, ReadableTable};
-
-    #[test]
-    fn an_upgrade_collects_the_sections_an_older_kbdb_left_detached() {
-        let db = TestDb::new();
-        let fact = db.learn(&["a standalone fact about quokkas"])["kbid"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let doc = db.learn(&["# Notes\n\nwombats burrow deeply", "--docid", "notes"]);
-        let kbid = doc["kbid"].as_str().unwrap().to_string();
-        db.learn(&["# Other\n\nkeeps the document alive", "--docid", "notes"]);
-        db.stop_daemon();
-        // What an older kbdb left behind: the section lost its document but stayed stored,
-        // at schema version 12.
-        {
-            let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
-            let txn = store.begin_write().unwrap();
-            {
-                let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
-                sd.remove(kbid.as_str(), "notes").unwrap();
-                let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
-                ds.remove("notes", kbid.as_str()).unwrap();
-                let mut docs = txn.open_table(DOCUMENTS).unwrap();
-                let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
-                let mut rec: kbdb::model::records::DocumentRecord =
-                    kbdb::model::records::decode("documents", "notes", &bytes).unwrap();
-                rec.kbids.retain(|k| k != &kbid);
-                docs.insert("notes", kbdb::model::records::encode(&rec).as_slice())
-                    .unwrap();
-                let mut meta = txn.open_table(META).unwrap();
-                meta.insert(META_SCHEMA_VERSION, 12u32.to_le_bytes().as_slice())
-                    .unwrap();
-            }
-            txn.commit().unwrap();
-            let r = store.begin_read().unwrap();
-            assert!(
-                r.open_table(SECTIONS)
-                    .unwrap()
-                    .get(kbid.as_str())
-                    .unwrap()
-                    .is_some()
-            );
-        }
-        let (code, _) = run_json(&db, &["retrieve", "--kbid", &kbid]);
-        assert_eq!(code, 4, "the upgrade collects the detached section");
-        let found = db.json(&["search", "wombats"]);
-        assert_eq!(found["items"].as_array().unwrap().len(), 0, "{found}");
-        db.json(&["retrieve", "--kbid", &fact]);
-        let (code, check) = run_json(&db, &["check"]);
-        assert_eq!(code, 0, "{check}");
-    }
 /// The files below `dir`, relative, with their bytes: to compare a folder before and after.
 fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
@@ -1324,7 +1268,13 @@ fn check_after_ordinary_edits_exits_0_and_lists_each_finding_once() {
         .map(|s| s["kbid"].as_str().unwrap().to_string())
         .collect();
     // A second document holds the first version, so the edit keeps it stored.
-    db.learn(&["--file", file.to_str().unwrap(), "--docid", "old-b", "--split"]);
+    db.learn(&[
+        "--file",
+        file.to_str().unwrap(),
+        "--docid",
+        "old-b",
+        "--split",
+    ]);
     std::fs::write(&file, "# B\n\nnew words\n\n## New\n\ntext\n").unwrap();
     db.learn(&["--file", file.to_str().unwrap(), "--docid", "b", "--split"]);
     let (code, v) = run_json(&db, &["check"]);
@@ -1375,4 +1325,62 @@ fn check_after_ordinary_edits_exits_0_and_lists_each_finding_once() {
     assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["errors"][0]["type"], "broken_reference");
     assert_eq!(v["errors"][0]["entity"], twice["kbid"]);
+}
+
+mod upgrade {
+    //! Databases written before detached sections were collected at once.
+    use super::*;
+    use kbdb::store::tables::*;
+    use redb::{ReadableDatabase, ReadableTable};
+
+    #[test]
+    fn an_upgrade_collects_the_sections_an_older_kbdb_left_detached() {
+        let db = TestDb::new();
+        let fact = db.learn(&["a standalone fact about quokkas"])["kbid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let doc = db.learn(&["# Notes\n\nwombats burrow deeply", "--docid", "notes"]);
+        let kbid = doc["kbid"].as_str().unwrap().to_string();
+        db.learn(&["# Other\n\nkeeps the document alive", "--docid", "notes"]);
+        db.stop_daemon();
+        // What an older kbdb left behind: the section lost its document but stayed stored,
+        // at schema version 12.
+        {
+            let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
+            let txn = store.begin_write().unwrap();
+            {
+                let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
+                sd.remove(kbid.as_str(), "notes").unwrap();
+                let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
+                ds.remove("notes", kbid.as_str()).unwrap();
+                let mut docs = txn.open_table(DOCUMENTS).unwrap();
+                let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
+                let mut rec: kbdb::model::records::DocumentRecord =
+                    kbdb::model::records::decode("documents", "notes", &bytes).unwrap();
+                rec.kbids.retain(|k| k != &kbid);
+                docs.insert("notes", kbdb::model::records::encode(&rec).as_slice())
+                    .unwrap();
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(META_SCHEMA_VERSION, 12u32.to_le_bytes().as_slice())
+                    .unwrap();
+            }
+            txn.commit().unwrap();
+            let r = store.begin_read().unwrap();
+            assert!(
+                r.open_table(SECTIONS)
+                    .unwrap()
+                    .get(kbid.as_str())
+                    .unwrap()
+                    .is_some()
+            );
+        }
+        let (code, _) = run_json(&db, &["retrieve", "--kbid", &kbid]);
+        assert_eq!(code, 4, "the upgrade collects the detached section");
+        let found = db.json(&["search", "wombats"]);
+        assert_eq!(found["items"].as_array().unwrap().len(), 0, "{found}");
+        db.json(&["retrieve", "--kbid", &fact]);
+        let (code, check) = run_json(&db, &["check"]);
+        assert_eq!(code, 0, "{check}");
+    }
 }
