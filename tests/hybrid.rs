@@ -482,3 +482,59 @@ fn an_unreachable_embedding_api_degrades_search_to_lexical_and_flags_the_first_l
     assert_eq!(r["retrieval_method"], "lexical", "{r}");
     mcp.close();
 }
+
+#[test]
+fn every_item_carries_its_score_and_hybrid_items_their_ranks_in_each_list() {
+    let (db, _server) = with_server("concepts-v1");
+    db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["Postgres replication lag dashboard."]);
+    db.learn(&["The kitten sleeps on the sofa all afternoon."]);
+    let scores = |r: &Value| -> Vec<f64> {
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["score"].as_f64().unwrap())
+            .collect()
+    };
+    let lexical = db.json(&["search", "postgres"]);
+    let s = scores(&lexical);
+    assert_eq!(s.len(), 2, "{lexical}");
+    assert!(s.iter().all(|x| *x > 0.0) && s[0] >= s[1], "{lexical}");
+    assert!(
+        lexical["items"][0].get("lexical_rank").is_none(),
+        "{lexical}"
+    );
+
+    let vector = db.json(&["search", "--mode", "vector", "database rationale"]);
+    let s = scores(&vector);
+    assert!(s.windows(2).all(|w| w[0] >= w[1]), "{vector}");
+    assert!(
+        s[0] > 0.0 && s[0] <= 1.0001,
+        "a cosine similarity: {vector}"
+    );
+
+    let hybrid = db.json(&["search", "--mode", "hybrid", "postgres"]);
+    let s = scores(&hybrid);
+    assert!(s.windows(2).all(|w| w[0] >= w[1]), "{hybrid}");
+    for item in hybrid["items"].as_array().unwrap() {
+        let (l, v) = (&item["lexical_rank"], &item["vector_rank"]);
+        assert!(l.is_u64() || l.is_null(), "{item}");
+        assert!(v.is_u64() || v.is_null(), "{item}");
+        assert!(l.is_u64() || v.is_u64(), "{item}");
+    }
+    // The kitten is found by neither list's words: if listed, only by its vector rank.
+    let kitten = hybrid["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["snippet"].as_str().unwrap().contains("kitten"));
+    if let Some(k) = kitten {
+        assert!(k["lexical_rank"].is_null(), "{k}");
+    }
+    let first = &hybrid["items"][0];
+    assert!(
+        first["lexical_rank"].is_u64() && first["vector_rank"].is_u64(),
+        "{hybrid}"
+    );
+}

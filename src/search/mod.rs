@@ -91,6 +91,17 @@ pub struct SearchItem {
     pub created_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The ranking score: BM25F (with the proximity bonus) for a lexical search, the cosine
+    /// similarity for `vector`, the fused reciprocal-rank score for `hybrid`. Comparable within
+    /// one response, not across searches.
+    #[serde(default)]
+    pub score: f32,
+    /// Hybrid only: the section's 1-based rank in the lexical list (null: not in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<Option<usize>>,
+    /// Hybrid only: the section's 1-based rank in the vector list (null: not in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<Option<usize>>,
 }
 
 /// A document in `documents` mode: its matching sections, best first.
@@ -561,24 +572,49 @@ pub(crate) fn run(
             .to_string())
     };
     let mut ranked: Vec<(f32, String, Option<DocAddress>)> = Vec::with_capacity(keyed.len());
+    // Hybrid: each listed section's ranks in the two lists.
+    let mut fused_ranks: std::collections::HashMap<String, (Option<usize>, Option<usize>)> =
+        std::collections::HashMap::new();
     if let Some(v) = vector {
         // Reciprocal rank fusion over kbid keys: 1/(k + rank) from each list a section is in.
         let k = v.rrf_k as f32;
-        // kbid key → (fused score, lexical hit, kbid when the vector list has it)
-        type Fused<'a> = (f32, Option<DocAddress>, Option<&'a str>);
+        // kbid key → (fused score, lexical hit, kbid when the vector list has it, lexical
+        // rank, vector rank)
+        type Fused<'a> = (
+            f32,
+            Option<DocAddress>,
+            Option<&'a str>,
+            Option<usize>,
+            Option<usize>,
+        );
         let mut fused: std::collections::HashMap<u64, Fused> = std::collections::HashMap::new();
         if !v.only {
             for (rank, (_, key, addr)) in keyed.iter().take(FUSION_DEPTH).enumerate() {
-                fused.insert(*key, (1.0 / (k + rank as f32 + 1.0), Some(*addr), None));
+                fused.insert(
+                    *key,
+                    (
+                        1.0 / (k + rank as f32 + 1.0),
+                        Some(*addr),
+                        None,
+                        Some(rank + 1),
+                        None,
+                    ),
+                );
             }
         }
         let vector_ranked = v.ranked()?;
-        for (rank, (kbid, _)) in vector_ranked.iter().take(FUSION_DEPTH).enumerate() {
+        for (rank, (kbid, similarity)) in vector_ranked.iter().take(FUSION_DEPTH).enumerate() {
             let e = fused
                 .entry(crate::index::lexical::kbid_key(kbid))
-                .or_insert((0.0, None, None));
-            e.0 += 1.0 / (k + rank as f32 + 1.0);
+                .or_insert((0.0, None, None, None, None));
+            // A vector search alone ranks by similarity, and says so in `score`.
+            e.0 += if v.only {
+                *similarity
+            } else {
+                1.0 / (k + rank as f32 + 1.0)
+            };
             e.2 = Some(kbid.as_str());
+            e.4 = Some(rank + 1);
         }
         let mut order: Vec<(u64, Fused)> = fused.into_iter().collect();
         order.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
@@ -587,12 +623,17 @@ pub(crate) fn run(
             Mode::Sections => offset..offset + limit,
             _ => 0..order.len(),
         };
-        for (i, (_, (score, addr, kbid))) in order.into_iter().enumerate() {
+        for (i, (_, (score, addr, kbid, lexical_rank, vector_rank))) in
+            order.into_iter().enumerate()
+        {
             let kbid = match (kbid, addr) {
                 (Some(k), _) => k.to_string(),
                 (None, Some(a)) if needed.contains(&i) => kbid_of(a)?,
                 _ => String::new(),
             };
+            if !v.only && !kbid.is_empty() {
+                fused_ranks.insert(kbid.clone(), (lexical_rank, vector_rank));
+            }
             ranked.push((score, kbid, addr));
         }
         if total == 0 {
@@ -641,13 +682,15 @@ pub(crate) fn run(
         .iter()
         .filter_map(|(_, k, a)| a.map(|a| (k.as_str(), a)))
         .collect();
+    let score_of: std::collections::HashMap<&str, f32> =
+        ranked.iter().map(|(s, k, _)| (k.as_str(), *s)).collect();
     let mut describe = |kbid: &str| -> Result<Option<SearchItem>> {
         let present = Presence {
             searcher,
             fields,
             addr: addr_of.get(kbid).copied(),
         };
-        describe_hit(
+        let mut item = describe_hit(
             kbid,
             store,
             &ways,
@@ -655,7 +698,15 @@ pub(crate) fn run(
             &mut b.norm,
             &present,
             req.content,
-        )
+        )?;
+        if let Some(item) = item.as_mut() {
+            item.score = score_of.get(kbid).copied().unwrap_or(0.0);
+            if let Some((lexical, vector)) = fused_ranks.get(kbid) {
+                item.lexical_rank = Some(*lexical);
+                item.vector_rank = Some(*vector);
+            }
+        }
+        Ok(item)
     };
 
     let (items, total_out, stats) = match mode {
@@ -948,5 +999,8 @@ fn describe_hit(
         created_at: rec.created_at,
         content: with_content.then(|| crate::learn::content_as_text(&rec.section_type, &bytes)),
         section_type: rec.section_type,
+        score: 0.0,
+        lexical_rank: None,
+        vector_rank: None,
     }))
 }
