@@ -518,7 +518,10 @@ fn every_item_carries_its_score_and_hybrid_items_their_ranks_in_each_list() {
     let s = scores(&hybrid);
     assert!(s.windows(2).all(|w| w[0] >= w[1]), "{hybrid}");
     for item in hybrid["items"].as_array().unwrap() {
-        let (l, v) = (&item["lexical_rank"], &item["vector_rank"]);
+        // Both present on every hybrid item: null when that list did not return it.
+        let (Some(l), Some(v)) = (item.get("lexical_rank"), item.get("vector_rank")) else {
+            panic!("a hybrid item without its ranks: {item}");
+        };
         assert!(l.is_u64() || l.is_null(), "{item}");
         assert!(v.is_u64() || v.is_null(), "{item}");
         assert!(l.is_u64() || v.is_u64(), "{item}");
@@ -536,5 +539,29 @@ fn every_item_carries_its_score_and_hybrid_items_their_ranks_in_each_list() {
     assert!(
         first["lexical_rank"].is_u64() && first["vector_rank"].is_u64(),
         "{hybrid}"
+    );
+}
+
+#[test]
+fn a_question_in_other_words_ranks_the_vector_match_above_sections_sharing_a_word() {
+    let (db, _server) = with_server("concepts-v1");
+    // The answer shares no word with the question; each distractor shares one, and is near in
+    // meaning too, so it is in both lists.
+    let answer = db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The database of cat pictures."]);
+    db.learn(&["The rationale for the kitten names."]);
+    let vector = db.json(&["search", "--mode", "vector", "database rationale"]);
+    assert_eq!(
+        kbids(&vector)[0],
+        answer["kbid"].as_str().unwrap(),
+        "{vector}"
+    );
+    let lexical = db.json(&["search", "database rationale"]);
+    assert_eq!(lexical["relaxed"], true, "{lexical}");
+    let hybrid = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    assert_eq!(
+        kbids(&hybrid)[0],
+        answer["kbid"].as_str().unwrap(),
+        "hybrid must not lose to its own vector leg: {hybrid}"
     );
 }

@@ -30,6 +30,14 @@ pub const RERANK_WINDOW: usize = 30;
 pub const SECTIONS_PER_DOCUMENT: usize = 10;
 /// Length of each ranked list fused by RRF (and the deepest page of `vector`/`hybrid`).
 pub const FUSION_DEPTH: usize = 200;
+/// The weight of the lexical list's votes in hybrid fusion when no section had all the query's
+/// words (the relaxed OR list): none. When a question is phrased in other words than its
+/// answer, the OR list is hundreds of sections that share a word or two with it, and any vote
+/// they get lifts the vector list's near misses above its best match (the answer itself is in
+/// no lexical list). Measured (docs/vectors.md, *Fusion*): recall@10 on the paraphrase set with
+/// 1,500 distractors 0.167 at weight 1 (plain RRF), 0.697 at 0.25, 0.833 at 0 (vector alone
+/// 0.848); nDCG@10 on 400 python-genindex queries 0.665, 0.666, 0.664 (lexical alone 0.630).
+pub const RELAXED_LEXICAL_WEIGHT: f32 = 0.0;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -97,11 +105,27 @@ pub struct SearchItem {
     #[serde(default)]
     pub score: f32,
     /// Hybrid only: the section's 1-based rank in the lexical list (null: not in it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub lexical_rank: Option<Option<usize>>,
     /// Hybrid only: the section's 1-based rank in the vector list (null: not in it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present_or_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub vector_rank: Option<Option<usize>>,
+}
+
+/// A field that may be absent (None), null (Some(None)) or a value: serde reads a null
+/// `Option<Option<_>>` as absent, which would drop the null on its way through the daemon.
+fn present_or_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<usize>>, D::Error> {
+    Option::<usize>::deserialize(d).map(Some)
 }
 
 /// A document in `documents` mode: its matching sections, best first.
@@ -588,12 +612,16 @@ pub(crate) fn run(
             Option<usize>,
         );
         let mut fused: std::collections::HashMap<u64, Fused> = std::collections::HashMap::new();
+        let vector_ranked = v.ranked()?;
+        // How much the lexical list's ranks count: fully when sections hold all the words,
+        // `RELAXED_LEXICAL_WEIGHT` when the list is the relaxed OR fallback.
+        let lexical_weight = if relaxed { RELAXED_LEXICAL_WEIGHT } else { 1.0 };
         if !v.only {
             for (rank, (_, key, addr)) in keyed.iter().take(FUSION_DEPTH).enumerate() {
                 fused.insert(
                     *key,
                     (
-                        1.0 / (k + rank as f32 + 1.0),
+                        lexical_weight / (k + rank as f32 + 1.0),
                         Some(*addr),
                         None,
                         Some(rank + 1),
@@ -602,7 +630,6 @@ pub(crate) fn run(
                 );
             }
         }
-        let vector_ranked = v.ranked()?;
         for (rank, (kbid, similarity)) in vector_ranked.iter().take(FUSION_DEPTH).enumerate() {
             let e = fused
                 .entry(crate::index::lexical::kbid_key(kbid))
