@@ -804,7 +804,7 @@ fn race_writeback_lost_saves() {
         })
     };
     let deadline = Instant::now() + Duration::from_secs(secs);
-    let (mut edits, mut conflicts, mut failures) = (0u64, 0u64, 0u64);
+    let (mut edits, mut conflicts, mut raced, mut failures) = (0u64, 0u64, 0u64, 0u64);
     let mut k = 0u64;
     while Instant::now() < deadline {
         k += 1;
@@ -819,6 +819,10 @@ fn race_writeback_lost_saves() {
             Some(0) => edits += 1,
             Some(8) => {
                 conflicts += 1;
+                // Refused because a save landed while kbdb was writing (not at the first check).
+                if String::from_utf8_lossy(&out.stdout).contains("while kbdb was writing") {
+                    raced += 1;
+                }
                 let _ = db
                     .process()
                     .args(["sync", dir.to_str().unwrap(), "--format", "json"])
@@ -846,7 +850,8 @@ fn race_writeback_lost_saves() {
         "{}",
         json!({
             "secs": secs, "saves": total, "lost_saves": lost.len(), "lost": lost,
-            "kbdb_edits": edits, "kbdb_conflicts": conflicts, "kbdb_failures": failures,
+            "kbdb_edits": edits, "kbdb_conflicts": conflicts, "kbdb_raced": raced,
+            "kbdb_failures": failures,
             "conflict_copies": copies,
         })
     );
@@ -855,4 +860,28 @@ fn race_writeback_lost_saves() {
         "{} of {total} saves lost: {lost:?}",
         lost.len()
     );
+}
+
+#[test]
+fn both_unicode_spellings_of_a_file_name_are_one_document() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    // "café" precomposed (NFC, as Linux tools write it) and decomposed (NFD, as macOS does).
+    write(&dir, "caf\u{e9}.md", "# Caf\u{e9}\n\nprecomposed\n");
+    write(&dir, "caf\u{65}\u{301}.md", "# Cafe\u{301}\n\ndecomposed\n");
+    write(&dir, "na\u{ef}ve.md", "# x\n");
+    std::fs::rename(dir.join("na\u{ef}ve.md"), dir.join("nai\u{308}ve.md")).unwrap();
+    let r = sync(&db, &dir, &["--prefix", "n/"]);
+    assert_eq!(docids(&db), ["n/caf\u{e9}", "n/na\u{ef}ve"], "{r}");
+    assert_eq!(r["skipped"].as_array().unwrap().len(), 1, "{r}");
+    assert!(
+        r["skipped"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("same docid"),
+        "{r}"
+    );
+    // The decomposed file is edited through its composed docid.
+    db.json(&["doc", "update", "n/na\u{ef}ve", "--meta", r#"{"k": 1}"#]);
+    assert!(read(&dir, "nai\u{308}ve.md").starts_with("---\nk: 1\n---\n"));
 }

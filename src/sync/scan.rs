@@ -42,13 +42,24 @@ pub fn is_ignore_file(path: &Path) -> bool {
         .is_some_and(|n| IGNORE_FILES.contains(&n))
 }
 
-/// The docid of a file: `prefix` + its relative path without the extension.
+/// The docid of a file: `prefix` + its relative path without the extension, in Unicode NFC.
+/// File names may be in either form (macOS writes NFD, most Linux tools NFC, and a Linux
+/// folder can hold both spellings of `é.md`): both are one docid, so one document.
 pub fn docid_of(prefix: &str, rel: &str) -> String {
     let stem = match rel.rfind('.') {
         Some(i) if !rel[i..].contains('/') => &rel[..i],
         _ => rel,
     };
-    format!("{prefix}{stem}")
+    nfc(&format!("{prefix}{stem}"))
+}
+
+/// `s` in Unicode Normalization Form C.
+pub fn nfc(s: &str) -> String {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    match is_nfc_quick(s.chars()) {
+        IsNormalized::Yes => s.to_string(),
+        _ => s.nfc().collect(),
+    }
 }
 
 /// The ignore rules of one synced folder; ignore files are read once per folder and cached.
@@ -581,6 +592,9 @@ mod tests {
         assert_eq!(docid_of("notes/", "a/b.md"), "notes/a/b");
         assert_eq!(docid_of("", "v1.2/readme.MDX"), "v1.2/readme");
         assert_eq!(docid_of("", "x"), "x");
+        // Both spellings of é (precomposed, e + combining acute) are one docid.
+        assert_eq!(docid_of("n/", "caf\u{65}\u{301}.md"), "n/caf\u{e9}");
+        assert_eq!(docid_of("n/", "caf\u{e9}.md"), "n/caf\u{e9}");
     }
 
     #[test]
