@@ -70,7 +70,15 @@ pub(crate) fn apply_edit(
     // file of the user's folder can block the writer or make it allocate without bound.
     let current = match read_current(&path, limits.max_content_bytes) {
         Ok(c) => c,
-        Err(why) => return Ok(Some(Err(conflict(docid, &path, &rec, &why)))),
+        Err(Unreadable::Refused(why)) => {
+            return Ok(Some(Err(conflict(docid, &path, &rec, &why))));
+        }
+        Err(Unreadable::Io(e)) => {
+            return Ok(Some(Err(KbError::io(
+                format!("cannot read {}", path.display()),
+                e,
+            ))));
+        }
     };
     let action = match edit {
         DocEdit::Create { .. } => return Ok(None), // exists: the edit fails as usual
@@ -479,35 +487,39 @@ struct Current {
     seen: Seen,
 }
 
+/// Why the synced file was not read for an edit.
+#[derive(Debug)]
+enum Unreadable {
+    /// Not a regular file, or too large (why, for a conflict error).
+    Refused(String),
+    Io(std::io::Error),
+}
+
 /// Read the synced file `path` for an edit: None when it is gone. Only a regular file of at
-/// most `max_bytes` is read; anything else is refused (why, for a conflict error).
-fn read_current(path: &Path, max_bytes: u64) -> std::result::Result<Option<Current>, String> {
+/// most `max_bytes` is read; anything else is refused.
+fn read_current(path: &Path, max_bytes: u64) -> std::result::Result<Option<Current>, Unreadable> {
     let (mut file, _) = match scan::open_regular(path) {
         Ok(x) => x,
         Err(scan::OpenError::Missing) => return Ok(None),
         Err(scan::OpenError::NotRegular(what)) => {
-            return Err(format!(
+            return Err(Unreadable::Refused(format!(
                 "is now {what}, not a regular file (kbdb reads and writes regular files only; nothing was read from it), and so changed on disk"
-            ));
+            )));
         }
-        Err(scan::OpenError::Io(e)) => {
-            return Err(format!("cannot be read ({e}) and so may have changed"));
-        }
+        Err(scan::OpenError::Io(e)) => return Err(Unreadable::Io(e)),
     };
     let bytes = match scan::read_bounded(&mut file, max_bytes) {
         Ok(Some(b)) => b,
         Ok(None) => {
-            return Err(format!(
+            return Err(Unreadable::Refused(format!(
                 "is now larger than {max_bytes} bytes (limits.max_content_bytes), so it changed on disk"
-            ));
+            )));
         }
-        Err(e) => return Err(format!("cannot be read ({e}) and so may have changed")),
+        Err(e) => return Err(Unreadable::Io(e)),
     };
     // The status after the read: a change after it moves the times (or the bytes, which the
     // re-check before the rename reads again).
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot be read ({e}) and so may have changed"))?;
+    let meta = file.metadata().map_err(Unreadable::Io)?;
     let hash = scan::hash(&bytes);
     Ok(Some(Current {
         bytes,
@@ -1020,13 +1032,13 @@ mod tests {
         let p = tmp.path().join("a.md");
         std::fs::write(&p, "12345").unwrap();
         assert!(read_current(&p, 5).unwrap().is_some());
-        let e = read_current(&p, 4).err().unwrap();
+        let e = format!("{:?}", read_current(&p, 4).err().unwrap());
         assert!(e.contains("limits.max_content_bytes"), "{e}");
         std::fs::remove_file(&p).unwrap();
         assert!(read_current(&p, 4).unwrap().is_none());
         // A link to an endless device is refused without reading it.
         std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
-        let e = read_current(&p, 4).err().unwrap();
+        let e = format!("{:?}", read_current(&p, 4).err().unwrap());
         assert!(e.contains("symbolic link"), "{e}");
     }
 }
