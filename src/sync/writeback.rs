@@ -118,6 +118,13 @@ pub(crate) fn apply_edit(
             Ok(Replaced::Raced(what)) => {
                 return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
             }
+            Ok(Replaced::Copied(copy)) => {
+                let what = format!(
+                    "was saved on disk while kbdb was deleting it (kept as {})",
+                    copy.display()
+                );
+                return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
+            }
             Err(e) => {
                 return Ok(Some(Err(KbError::io(
                     format!("cannot delete {}", path.display()),
@@ -147,6 +154,17 @@ pub(crate) fn apply_edit(
             Ok(Replaced::Done(m)) => m,
             Ok(Replaced::Raced(what)) => {
                 return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
+            }
+            Ok(Replaced::Copied(copy)) => {
+                return Ok(Some(Err(KbError::Conflict {
+                    message: format!(
+                        "{docid}: its file {} was saved on disk while kbdb was writing it, twice; the save could not be put back at its path and is kept beside it as {}. The edit was refused (the document is unchanged), but the file may hold kbdb's text or the later save: sync the folder (`kbdb sync {}`) and merge the copy by hand",
+                        path.display(),
+                        copy.display(),
+                        rec.root
+                    ),
+                    path: path.clone(),
+                })));
             }
             Err(e) => {
                 return Ok(Some(Err(KbError::io(
@@ -531,10 +549,13 @@ fn read_current(path: &Path, max_bytes: u64) -> std::result::Result<Option<Curre
 pub(crate) enum Replaced {
     /// Done; the status of the file kbdb wrote (for a removal: of the file removed).
     Done(std::fs::Metadata),
-    /// The file changed under the write (why, for the conflict error); the user's file is
-    /// kept — at its path when it could be put back, else beside it as a conflict copy named
-    /// in the message — and kbdb's text was not kept.
+    /// The file changed under the write (why, for the conflict error); the user's file is at
+    /// its path (for a removal: or kept as a conflict copy named in the message), kbdb's text
+    /// was not kept.
     Raced(String),
+    /// A save raced the write and could not be put back (its path was raced again): it is kept
+    /// beside the file as this conflict copy, and the path may hold kbdb's text.
+    Copied(std::path::PathBuf),
 }
 
 /// Where a test can inject a save into [`replace_checked`].
@@ -544,6 +565,8 @@ pub(crate) enum Stage {
     BeforeRecheck,
     /// Checked again; about to be exchanged with the temporary file.
     BeforeSwap,
+    /// Exchanged; what it displaced is about to be checked.
+    AfterSwap,
 }
 
 /// Replace the synced file `path` — the one `seen` describes — with `bytes`, without ever
@@ -598,6 +621,7 @@ pub(crate) fn replace_checked(
             return Err(e);
         }
     }
+    hook(Stage::AfterSwap);
     // `tmp` now names what was at `path` an instant ago.
     let displaced = std::fs::symlink_metadata(&tmp);
     if displaced.as_ref().is_ok_and(|m| seen.is(m)) {
@@ -619,10 +643,7 @@ pub(crate) fn replace_checked(
     // Raced again (or the swap back failed): never delete it, keep it as a conflict copy.
     let copy = keep_as_conflict_copy(&tmp, path)?;
     sync_dir(path);
-    Ok(Replaced::Raced(format!(
-        "was saved on disk while kbdb was writing it; that save is kept as {}",
-        copy.display()
-    )))
+    Ok(Replaced::Copied(copy))
 }
 
 /// Remove the synced file `path` — the one `seen` describes — unless it changed: it is first
@@ -1004,6 +1025,31 @@ mod tests {
         .unwrap();
         assert!(matches!(r, Replaced::Raced(m) if m.contains("deleted")));
         assert!(names(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn a_save_raced_twice_is_kept_as_a_conflict_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "old").unwrap();
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        let r = replace_checked(&p, b"kbdb", &mut seen, &mut |s| match s {
+            Stage::BeforeSwap => editor_save(&p, "first save"),
+            Stage::AfterSwap => editor_save(&p, "second save"),
+            Stage::BeforeRecheck => {}
+        })
+        .unwrap();
+        let Replaced::Copied(copy) = r else {
+            panic!("not kept as a copy")
+        };
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "first save");
+        assert_eq!(std::fs::read_to_string(&copy).unwrap(), "second save");
+        let name = copy.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("a.conflict-") && name.ends_with(".md"),
+            "{name}"
+        );
+        assert_eq!(names(tmp.path()).len(), 2, "{:?}", names(tmp.path()));
     }
 
     #[test]
