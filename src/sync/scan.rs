@@ -495,6 +495,17 @@ pub fn read_file(
                     .into(),
             ));
         }
+        // O_NOFOLLOW guards the file's own name only: a folder on the way swapped for a link
+        // (before the walk listed it, so the walk saw the link's target too) would lead out of
+        // the synced folder. Its folder must resolve to itself.
+        if let Some(dir) = path.parent()
+            && dir.canonicalize().ok().as_deref() != Some(dir)
+        {
+            return Err(ReadError::Other(
+                "is reached through a symbolic link (a folder on its path was replaced by one); links are not followed"
+                    .into(),
+            ));
+        }
         let before = FileStat::of(&m);
         if before.size > max_bytes {
             return Err(ReadError::Other(format!(
@@ -697,7 +708,20 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         assert!(read(p.clone()).contains("FIFO"));
         std::fs::remove_file(&p).unwrap();
-        // Another file at the same path (as through a folder swapped for a link): not read.
+        // A folder swapped for a link before the walk listed it: the walk saw the target's file
+        // (its identity matches), but the path leads out of the synced folder.
+        let out = r.join("outside/secret.md");
+        let out_ident = identity(&std::fs::metadata(&out).unwrap());
+        std::fs::rename(r.join("outside"), r.join("moved")).unwrap();
+        std::os::unix::fs::symlink(r.join("moved"), r.join("sub")).unwrap();
+        let via = r.join("sub/secret.md");
+        assert!(matches!(
+            read_file(&via, 100, Some(out_ident)),
+            Err(ReadError::Other(m)) if m.contains("symbolic link")
+        ));
+        std::fs::remove_file(r.join("sub")).unwrap();
+        std::fs::rename(r.join("moved"), r.join("outside")).unwrap();
+        // Another file at the same path: not read.
         touch(&p, "# A again\n");
         assert!(read(p.clone()).contains("replaced"));
         // The walk reports a FIFO where a markdown file would be.
