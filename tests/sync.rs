@@ -699,7 +699,19 @@ fn a_fifo_in_place_of_a_synced_file_never_blocks_the_writer() {
     );
     let msg = e["error"]["message"].as_str().unwrap();
     assert!(msg.contains("login.md") && msg.contains("FIFO"), "{msg}");
+    // The same through MCP's update_section.
+    let mut m = McpChild::start(&db);
+    let (err, text) = m.tool(
+        "update_section",
+        json!({"pathId": "kb/login", "heading": "Notes", "action": "append", "content": "- x"}),
+    );
+    assert!(err && text.contains("FIFO"), "{text}");
     // The writer is free: other edits and syncs go through, and the daemon stops.
+    m.tool_ok(
+        "update_section",
+        json!({"pathId": "kb/other", "heading": "Notes", "action": "append", "content": "- y"}),
+    );
+    drop(m);
     let (code, e) = append_note(&db, "kb/other").expect("not blocked");
     assert_eq!(code, 0, "{e}");
     let r = run_within(&db, &["sync", dir.to_str().unwrap()], 20).expect("not blocked");
