@@ -318,7 +318,8 @@ fn check_prefix(all: &[(String, SyncRoot)], dir: &str, prefix: &str) -> Result<(
 
 /// A docid prefix as given (`notes`, `notes/`, ``) in its stored form (`notes/`, ``).
 pub fn normalize_prefix(p: &str) -> Result<String> {
-    let p = p.trim();
+    let p = scan::nfc(p.trim());
+    let p = p.as_str();
     if p.is_empty() {
         return Ok(String::new());
     }
@@ -693,9 +694,16 @@ impl Kb {
             None => vec![prefix.clone()],
             Some(sc) => sc.iter().map(|p| scan::docid_of(&prefix, p)).collect(),
         };
+        // Records whose docid is not the one their path makes now (a file synced before docids
+        // were NFC-normalised): removed, and the file synced again under its docid.
+        let mut renamed: Vec<(String, String, String)> = Vec::new();
         for start in starts {
             for (d, r) in records::files_under(&files_t, &start, Some(&root_str))? {
-                by_path.insert(r.path.clone(), (d, r));
+                if d != scan::docid_of(&prefix, &r.path) {
+                    renamed.push((r.path.clone(), d, r.hash));
+                } else {
+                    by_path.insert(r.path.clone(), (d, r));
+                }
             }
         }
         for c in &candidates {
@@ -775,6 +783,7 @@ impl Kb {
             })
             .map(|(rel, (docid, r))| (rel.clone(), docid.clone(), r.hash.clone()))
             .collect();
+        gone.extend(renamed);
         gone.sort();
         for (rel, docid, expected) in gone {
             run.push(&rel, WriteOp::Sync(SyncOp::Remove { docid, expected }), 0)?;
@@ -1007,5 +1016,35 @@ mod tests {
         );
         let e = kb.sync(&req(kb.dir(), None, None)).unwrap_err();
         assert_eq!(e.field(), Some("dir"));
+    }
+
+    #[test]
+    fn a_record_made_under_another_unicode_spelling_moves_to_the_nfc_docid() {
+        let (_tmp, kb, dir) = setup();
+        let nfd = "cafe\u{301}";
+        std::fs::write(dir.join(format!("{nfd}.md")), "# Caf\n\nx\n").unwrap();
+        kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        assert_eq!(docids(&kb), ["n/a", "n/caf\u{e9}", "n/sub/b"]);
+        // As a sync before docids were normalised left it: the record under the NFD docid.
+        let rec = kb.sync_record("n/caf\u{e9}").unwrap().unwrap();
+        kb.write_group(vec![
+            WriteOp::Sync(SyncOp::Remove {
+                docid: "n/caf\u{e9}".into(),
+                expected: rec.hash.clone(),
+            }),
+            WriteOp::Sync(SyncOp::File {
+                docid: format!("n/{nfd}"),
+                text: "# Caf\n\nx\n".into(),
+                record: rec.clone(),
+                expected: None,
+            }),
+        ])
+        .unwrap();
+        assert_eq!(docids(&kb), ["n/a", format!("n/{nfd}").as_str(), "n/sub/b"]);
+        let r = kb.sync(&req(&dir, None, None)).unwrap();
+        assert_eq!((r.added, r.removed), (1, 1), "{r:?}");
+        assert_eq!(docids(&kb), ["n/a", "n/caf\u{e9}", "n/sub/b"]);
+        let r = kb.sync(&req(&dir, None, None)).unwrap();
+        assert_eq!(r.transactions, 0, "{r:?}");
     }
 }

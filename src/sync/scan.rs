@@ -42,13 +42,24 @@ pub fn is_ignore_file(path: &Path) -> bool {
         .is_some_and(|n| IGNORE_FILES.contains(&n))
 }
 
-/// The docid of a file: `prefix` + its relative path without the extension.
+/// The docid of a file: `prefix` + its relative path without the extension, in Unicode NFC.
+/// File names may be in either form (macOS writes NFD, most Linux tools NFC, and a Linux
+/// folder can hold both spellings of `é.md`): both are one docid, so one document.
 pub fn docid_of(prefix: &str, rel: &str) -> String {
     let stem = match rel.rfind('.') {
         Some(i) if !rel[i..].contains('/') => &rel[..i],
         _ => rel,
     };
-    format!("{prefix}{stem}")
+    nfc(&format!("{prefix}{stem}"))
+}
+
+/// `s` in Unicode Normalization Form C.
+pub fn nfc(s: &str) -> String {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    match is_nfc_quick(s.chars()) {
+        IsNormalized::Yes => s.to_string(),
+        _ => s.nfc().collect(),
+    }
 }
 
 /// The ignore rules of one synced folder; ignore files are read once per folder and cached.
@@ -484,6 +495,17 @@ pub fn read_file(
                     .into(),
             ));
         }
+        // O_NOFOLLOW guards the file's own name only: a folder on the way swapped for a link
+        // (before the walk listed it, so the walk saw the link's target too) would lead out of
+        // the synced folder. Its folder must resolve to itself.
+        if let Some(dir) = path.parent()
+            && dir.canonicalize().ok().as_deref() != Some(dir)
+        {
+            return Err(ReadError::Other(
+                "is reached through a symbolic link (a folder on its path was replaced by one); links are not followed"
+                    .into(),
+            ));
+        }
         let before = FileStat::of(&m);
         if before.size > max_bytes {
             return Err(ReadError::Other(format!(
@@ -581,6 +603,9 @@ mod tests {
         assert_eq!(docid_of("notes/", "a/b.md"), "notes/a/b");
         assert_eq!(docid_of("", "v1.2/readme.MDX"), "v1.2/readme");
         assert_eq!(docid_of("", "x"), "x");
+        // Both spellings of é (precomposed, e + combining acute) are one docid.
+        assert_eq!(docid_of("n/", "caf\u{65}\u{301}.md"), "n/caf\u{e9}");
+        assert_eq!(docid_of("n/", "caf\u{e9}.md"), "n/caf\u{e9}");
     }
 
     #[test]
@@ -683,7 +708,20 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         assert!(read(p.clone()).contains("FIFO"));
         std::fs::remove_file(&p).unwrap();
-        // Another file at the same path (as through a folder swapped for a link): not read.
+        // A folder swapped for a link before the walk listed it: the walk saw the target's file
+        // (its identity matches), but the path leads out of the synced folder.
+        let out = r.join("outside/secret.md");
+        let out_ident = identity(&std::fs::metadata(&out).unwrap());
+        std::fs::rename(r.join("outside"), r.join("moved")).unwrap();
+        std::os::unix::fs::symlink(r.join("moved"), r.join("sub")).unwrap();
+        let via = r.join("sub/secret.md");
+        assert!(matches!(
+            read_file(&via, 100, Some(out_ident)),
+            Err(ReadError::Other(m)) if m.contains("symbolic link")
+        ));
+        std::fs::remove_file(r.join("sub")).unwrap();
+        std::fs::rename(r.join("moved"), r.join("outside")).unwrap();
+        // Another file at the same path: not read.
         touch(&p, "# A again\n");
         assert!(read(p.clone()).contains("replaced"));
         // The walk reports a FIFO where a markdown file would be.

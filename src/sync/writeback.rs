@@ -66,10 +66,14 @@ pub(crate) fn apply_edit(
             ),
         ))));
     }
-    let current = match std::fs::read(&path) {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
+    // Opened without following a link or waiting on a FIFO, read within the size limit: no
+    // file of the user's folder can block the writer or make it allocate without bound.
+    let current = match read_current(&path, limits.max_content_bytes) {
+        Ok(c) => c,
+        Err(Unreadable::Refused(why)) => {
+            return Ok(Some(Err(conflict(docid, &path, &rec, &why))));
+        }
+        Err(Unreadable::Io(e)) => {
             return Ok(Some(Err(KbError::io(
                 format!("cannot read {}", path.display()),
                 e,
@@ -91,23 +95,43 @@ pub(crate) fn apply_edit(
                 docid, action, None, &path,
             )))));
         }
-        (None, _) => return Ok(Some(Err(conflict(docid, &path, &rec, "was deleted")))),
-        (Some(b), _) if scan::hash(&b) != rec.hash => {
-            return Ok(Some(Err(conflict(docid, &path, &rec, "changed"))));
-        }
-        (Some(b), _) => match String::from_utf8(b) {
-            Ok(s) => s,
-            Err(_) => return Ok(Some(Err(conflict(docid, &path, &rec, "changed")))),
-        },
-    };
-    if let DocEdit::Delete = edit {
-        if let Err(e) = std::fs::remove_file(&path) {
-            return Ok(Some(Err(KbError::io(
-                format!("cannot delete {}", path.display()),
-                e,
+        (None, _) => {
+            return Ok(Some(Err(conflict(
+                docid,
+                &path,
+                &rec,
+                "was deleted on disk",
             ))));
         }
-        sync_dir(&path);
+        (Some(c), _) if c.seen.hash != rec.hash => {
+            return Ok(Some(Err(conflict(docid, &path, &rec, "changed on disk"))));
+        }
+        (Some(c), _) => match String::from_utf8(c.bytes) {
+            Ok(s) => (s, c.seen),
+            Err(_) => return Ok(Some(Err(conflict(docid, &path, &rec, "changed on disk")))),
+        },
+    };
+    let (old, mut seen) = old;
+    if let DocEdit::Delete = edit {
+        match remove_checked(&path, &mut seen) {
+            Ok(Replaced::Done(_)) => {}
+            Ok(Replaced::Raced(what)) => {
+                return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
+            }
+            Ok(Replaced::Copied(copy)) => {
+                let what = format!(
+                    "was saved on disk while kbdb was deleting it (kept as {})",
+                    copy.display()
+                );
+                return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
+            }
+            Err(e) => {
+                return Ok(Some(Err(KbError::io(
+                    format!("cannot delete {}", path.display()),
+                    e,
+                ))));
+            }
+        }
         delete_document(t, docid)?;
         files.remove(docid)?;
         return Ok(Some(Ok(WriteOutcome::Edited(edited(
@@ -123,18 +147,43 @@ pub(crate) fn apply_edit(
         Err(e) => return Ok(Some(Err(e))),
     };
     let recorded_at_ns = records::now_ns();
-    if text != old
-        && let Err(e) = atomic_write(&path, text.as_bytes(), false)
-    {
-        return Ok(Some(Err(KbError::io(
-            format!("cannot write {}", path.display()),
-            e,
-        ))));
-    }
-    let record = match record_of(&rec.root, &rec.path, &path, &text, recorded_at_ns, syntax) {
-        Ok(r) => r,
-        Err(e) => return Ok(Some(Err(e))),
+    // The status the record gets: of the file kbdb wrote (taken from its own handle, whatever
+    // is at the path by now), or of the file as read when the text did not change.
+    let written = if text != old {
+        match replace_checked(&path, text.as_bytes(), &mut seen, &mut |_| {}) {
+            Ok(Replaced::Done(m)) => m,
+            Ok(Replaced::Raced(what)) => {
+                return Ok(Some(Err(conflict(docid, &path, &rec, &what))));
+            }
+            Ok(Replaced::Copied(copy)) => {
+                return Ok(Some(Err(KbError::Conflict {
+                    message: format!(
+                        "{docid}: its file {} was saved on disk while kbdb was writing it, twice; the save could not be put back at its path and is kept beside it as {}. The edit was refused (the document is unchanged), but the file may hold kbdb's text or the later save: sync the folder (`kbdb sync {}`) and merge the copy by hand",
+                        path.display(),
+                        copy.display(),
+                        rec.root
+                    ),
+                    path: path.clone(),
+                })));
+            }
+            Err(e) => {
+                return Ok(Some(Err(KbError::io(
+                    format!("cannot write {}", path.display()),
+                    e,
+                ))));
+            }
+        }
+    } else {
+        seen.meta.clone()
     };
+    let record = record_from(
+        &rec.root,
+        &rec.path,
+        &written,
+        &text,
+        recorded_at_ns,
+        syntax,
+    );
     let WriteOutcome::Document(d) = writes::apply_prepared(t, doc)? else {
         return Err(KbError::Storage("unexpected write outcome".into()));
     };
@@ -274,7 +323,7 @@ fn edited(
 fn conflict(docid: &str, path: &Path, rec: &FileRecord, what: &str) -> KbError {
     KbError::Conflict {
         message: format!(
-            "{docid}: its file {} {what} on disk since kbdb last read it; the edit was refused and nothing was written (neither the file nor the document). Sync the folder (`kbdb sync {}`, or a running `kbdb watch`) to take in the file's version, then edit again",
+            "{docid}: its file {} {what} since kbdb last read it; the edit was refused and nothing was written (neither the file nor the document). Sync the folder (`kbdb sync {}`, or a running `kbdb watch`) to take in the file's version, then edit again",
             path.display(),
             rec.root
         ),
@@ -282,7 +331,30 @@ fn conflict(docid: &str, path: &Path, rec: &FileRecord, what: &str) -> KbError {
     }
 }
 
-/// The record of a file kbdb just wrote.
+/// The record of a file kbdb just wrote, from its status `m`.
+fn record_from(
+    root: &str,
+    rel: &str,
+    m: &std::fs::Metadata,
+    text: &str,
+    recorded_at_ns: i64,
+    syntax: Option<Syntax>,
+) -> FileRecord {
+    let st = FileStat::of(m);
+    FileRecord {
+        root: root.to_string(),
+        path: rel.to_string(),
+        hash: scan::hash(text.as_bytes()),
+        size: st.size,
+        mtime_ns: st.mtime_ns,
+        ctime_ns: st.ctime_ns,
+        ino: st.ino,
+        recorded_at_ns,
+        front_matter: syntax_name(syntax),
+    }
+}
+
+/// The record of a file kbdb just created.
 fn record_of(
     root: &str,
     rel: &str,
@@ -396,11 +468,298 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
     Ok(format!("{bom}{out}"))
 }
 
-/// Write `bytes` to `path` atomically: a hidden temporary file beside it (so watchers and
-/// syncs ignore it), flushed to disk, then renamed over `path` — or, with `create_new`, linked
-/// to `path` only if nothing is there (`AlreadyExists` otherwise). The permissions of the file
-/// replaced are kept; the folder is synced so the rename survives a crash.
-pub(crate) fn atomic_write(path: &Path, bytes: &[u8], create_new: bool) -> std::io::Result<()> {
+/// The synced file as the edit read it: the open file, its status after the read, the hash of
+/// the bytes read.
+pub(crate) struct Seen {
+    file: std::fs::File,
+    meta: std::fs::Metadata,
+    hash: String,
+}
+
+impl Seen {
+    /// Whether `m` (of whatever is at the path now) is still the file read: the same device,
+    /// inode, size and modification time. (Not the change time: a rename moves it.)
+    fn is(&self, m: &std::fs::Metadata) -> bool {
+        let (a, b) = (FileStat::of(&self.meta), FileStat::of(m));
+        m.file_type().is_file()
+            && scan::identity(&self.meta) == scan::identity(m)
+            && (a.size, a.mtime_ns) == (b.size, b.mtime_ns)
+    }
+
+    /// Whether the file read still holds the bytes read (read again through the handle).
+    fn same_bytes(&mut self) -> bool {
+        use std::io::{Seek, SeekFrom};
+        if self.file.seek(SeekFrom::Start(0)).is_err() {
+            return false;
+        }
+        match scan::read_bounded(&mut self.file, self.meta.len()) {
+            Ok(Some(b)) => scan::hash(&b) == self.hash,
+            _ => false,
+        }
+    }
+}
+
+/// The synced file's bytes and what was seen of it.
+struct Current {
+    bytes: Vec<u8>,
+    seen: Seen,
+}
+
+/// Why the synced file was not read for an edit.
+#[derive(Debug)]
+enum Unreadable {
+    /// Not a regular file, or too large (why, for a conflict error).
+    Refused(String),
+    Io(std::io::Error),
+}
+
+/// Read the synced file `path` for an edit: None when it is gone. Only a regular file of at
+/// most `max_bytes` is read; anything else is refused.
+fn read_current(path: &Path, max_bytes: u64) -> std::result::Result<Option<Current>, Unreadable> {
+    let (mut file, _) = match scan::open_regular(path) {
+        Ok(x) => x,
+        Err(scan::OpenError::Missing) => return Ok(None),
+        Err(scan::OpenError::NotRegular(what)) => {
+            return Err(Unreadable::Refused(format!(
+                "is now {what}, not a regular file (kbdb reads and writes regular files only; nothing was read from it), and so changed on disk"
+            )));
+        }
+        Err(scan::OpenError::Io(e)) => return Err(Unreadable::Io(e)),
+    };
+    let bytes = match scan::read_bounded(&mut file, max_bytes) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return Err(Unreadable::Refused(format!(
+                "is now larger than {max_bytes} bytes (limits.max_content_bytes), so it changed on disk"
+            )));
+        }
+        Err(e) => return Err(Unreadable::Io(e)),
+    };
+    // The status after the read: a change after it moves the times (or the bytes, which the
+    // re-check before the rename reads again).
+    let meta = file.metadata().map_err(Unreadable::Io)?;
+    let hash = scan::hash(&bytes);
+    Ok(Some(Current {
+        bytes,
+        seen: Seen { file, meta, hash },
+    }))
+}
+
+/// How a checked replacement (or removal) of a synced file ended.
+pub(crate) enum Replaced {
+    /// Done; the status of the file kbdb wrote (for a removal: of the file removed).
+    Done(std::fs::Metadata),
+    /// The file changed under the write (why, for the conflict error); the user's file is at
+    /// its path (for a removal: or kept as a conflict copy named in the message), kbdb's text
+    /// was not kept.
+    Raced(String),
+    /// A save raced the write and could not be put back (its path was raced again): it is kept
+    /// beside the file as this conflict copy, and the path may hold kbdb's text.
+    Copied(std::path::PathBuf),
+}
+
+/// Where a test can inject a save into [`replace_checked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The new text is on disk in the temporary file; the file is about to be checked again.
+    BeforeRecheck,
+    /// Checked again; about to be exchanged with the temporary file.
+    BeforeSwap,
+    /// Exchanged; what it displaced is about to be checked.
+    AfterSwap,
+}
+
+/// Replace the synced file `path` — the one `seen` describes — with `bytes`, without ever
+/// replacing a save that lands meanwhile (docs/sync.md, "Conflicts"):
+///
+/// 1. the new text is written to a hidden temporary file beside it and flushed to disk;
+/// 2. right before the rename, the file at `path` must still be the one read (device, inode,
+///    size, modification time) holding the bytes read (re-read and hashed), else nothing is
+///    replaced;
+/// 3. the temporary file is exchanged with the file at `path` (`renameat2(RENAME_EXCHANGE)`,
+///    one atomic step), so what was at `path` is still there under the temporary name. If it
+///    is not the file checked — a save landed between the check and the exchange — it is put
+///    back (exchanged again); should that too be raced, it stays beside the file as a conflict
+///    copy. Where the file system cannot exchange, a plain rename follows the check (the
+///    window is then the few instructions between them).
+pub(crate) fn replace_checked(
+    path: &Path,
+    bytes: &[u8],
+    seen: &mut Seen,
+    hook: &mut dyn FnMut(Stage),
+) -> std::io::Result<Replaced> {
+    let (tmp, tmp_file) = write_temp(path, bytes, Some(seen.meta.permissions()))?;
+    let discard = |why: String| {
+        let _ = std::fs::remove_file(&tmp);
+        Ok(Replaced::Raced(why))
+    };
+    hook(Stage::BeforeRecheck);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if seen.is(&m) => {}
+        Ok(_) => return discard("changed on disk while kbdb was writing it".into()),
+        Err(_) => return discard("was deleted on disk while kbdb was writing it".into()),
+    }
+    if !seen.same_bytes() {
+        return discard("changed on disk while kbdb was writing it".into());
+    }
+    hook(Stage::BeforeSwap);
+    match exchange(&tmp, path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return discard("was deleted on disk while kbdb was writing it".into());
+        }
+        Err(e) if exchange_unsupported(&e) => {
+            if let Err(e) = std::fs::rename(&tmp, path) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+            sync_dir(path);
+            return tmp_file.metadata().map(Replaced::Done);
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
+    hook(Stage::AfterSwap);
+    // `tmp` now names what was at `path` an instant ago.
+    let displaced = std::fs::symlink_metadata(&tmp);
+    if displaced.as_ref().is_ok_and(|m| seen.is(m)) {
+        std::fs::remove_file(&tmp)?;
+        sync_dir(path);
+        return tmp_file.metadata().map(Replaced::Done);
+    }
+    // A save landed between the check and the exchange: it is the user's, put it back.
+    let what = "was saved on disk while kbdb was writing it (the save is kept)";
+    let ours = scan::identity(&tmp_file.metadata()?);
+    if exchange(&tmp, path).is_ok() {
+        let back = std::fs::symlink_metadata(&tmp);
+        if back.as_ref().is_ok_and(|m| scan::identity(m) == ours) {
+            std::fs::remove_file(&tmp)?;
+            sync_dir(path);
+            return Ok(Replaced::Raced(what.into()));
+        }
+    }
+    // Raced again (or the swap back failed): never delete it, keep it as a conflict copy.
+    let copy = keep_as_conflict_copy(&tmp, path)?;
+    sync_dir(path);
+    Ok(Replaced::Copied(copy))
+}
+
+/// Remove the synced file `path` — the one `seen` describes — unless it changed: it is first
+/// renamed away (one atomic step that takes whatever is there), then checked; a file that is not
+/// the one read is put back (or, when something took its place meanwhile, kept as a conflict
+/// copy).
+pub(crate) fn remove_checked(path: &Path, seen: &mut Seen) -> std::io::Result<Replaced> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if seen.is(&m) && seen.same_bytes() => {}
+        Ok(_) => return Ok(Replaced::Raced("changed on disk".into())),
+        Err(_) => return Ok(Replaced::Raced("was deleted on disk".into())),
+    }
+    let aside = temp_name(path)?;
+    std::fs::rename(path, &aside)?;
+    let m = std::fs::symlink_metadata(&aside)?;
+    if seen.is(&m) {
+        std::fs::remove_file(&aside)?;
+        sync_dir(path);
+        return Ok(Replaced::Done(m));
+    }
+    // A save landed in between: put it back, never over something new.
+    let copy = match std::fs::hard_link(&aside, path) {
+        Ok(()) => {
+            std::fs::remove_file(&aside)?;
+            None
+        }
+        Err(_) => Some(keep_as_conflict_copy(&aside, path)?),
+    };
+    sync_dir(path);
+    Ok(Replaced::Raced(match copy {
+        None => "was saved on disk while kbdb was deleting it (the save is kept)".into(),
+        Some(c) => format!(
+            "was saved on disk while kbdb was deleting it; that save is kept as {}",
+            c.display()
+        ),
+    }))
+}
+
+/// Keep the file at `from` (the user's, displaced by a race) beside `path` as
+/// `<name>.conflict-<UTC time>[-n].<ext>` — a visible file the next sync takes in as a
+/// document of its own — never over an existing file.
+fn keep_as_conflict_copy(from: &Path, path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "md".into());
+    let when = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
+    for n in 0..100 {
+        let suffix = if n == 0 {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        let copy = path.with_file_name(format!("{stem}.conflict-{when}{suffix}.{ext}"));
+        match std::fs::hard_link(from, &copy) {
+            Ok(()) => {
+                std::fs::remove_file(from)?;
+                return Ok(copy);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    // Leave it under its hidden temporary name rather than lose it.
+    Ok(from.to_path_buf())
+}
+
+/// Exchange the files at `a` and `b` atomically (both must exist).
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::other("a path holds a NUL byte"))
+    };
+    let (ca, cb) = (c(a)?, c(b)?);
+    // SAFETY: two valid NUL-terminated paths, relative to the working folder (unused: they
+    // are absolute or relative as given); renameat2 only reads them.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// Whether `e` says the file system (or kernel) cannot exchange two files.
+fn exchange_unsupported(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
+        )
+}
+
+/// A hidden temporary name beside `path` (`.<name>.kbdb-<pid>-<n>.tmp`): syncs and watchers
+/// ignore it.
+fn temp_name(path: &Path) -> std::io::Result<std::path::PathBuf> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path
         .parent()
@@ -408,23 +767,55 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8], create_new: bool) -> std::
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("the path has no file name"))?;
-    let tmp = dir.join(format!(
+    Ok(dir.join(format!(
         ".{}.kbdb-{}-{}.tmp",
         name.to_string_lossy(),
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    )))
+}
+
+/// `bytes` in a new temporary file beside `path`, with `permissions`, flushed to disk: its
+/// name and its (still open) handle.
+fn write_temp(
+    path: &Path,
+    bytes: &[u8],
+    permissions: Option<std::fs::Permissions>,
+) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    let tmp = temp_name(path)?;
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        if !create_new && let Ok(m) = std::fs::metadata(path) {
-            f.set_permissions(m.permissions())?;
+        if let Some(p) = permissions {
+            f.set_permissions(p)?;
         }
         f.sync_all()?;
-        drop(f);
+        Ok(f)
+    })();
+    match result {
+        Ok(f) => Ok((tmp, f)),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Write `bytes` to `path` atomically: a hidden temporary file beside it (so watchers and
+/// syncs ignore it), flushed to disk, then renamed over `path` — or, with `create_new`, linked
+/// to `path` only if nothing is there (`AlreadyExists` otherwise). The permissions of the file
+/// replaced are kept; the folder is synced so the rename survives a crash.
+pub(crate) fn atomic_write(path: &Path, bytes: &[u8], create_new: bool) -> std::io::Result<()> {
+    let permissions = match create_new {
+        false => std::fs::metadata(path).ok().map(|m| m.permissions()),
+        true => None,
+    };
+    let (tmp, f) = write_temp(path, bytes, permissions)?;
+    drop(f);
+    let result = (|| {
         if create_new {
             match std::fs::hard_link(&tmp, path) {
                 Ok(()) => std::fs::remove_file(&tmp)?,
@@ -556,5 +947,144 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
+    }
+
+    /// Save as an editor does: a new file renamed over the old one.
+    fn editor_save(p: &Path, text: &str) {
+        let tmp = p.with_file_name("editor.swp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, p).unwrap();
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Write "kbdb" over a file holding "old", with `save` run at `stage`.
+    fn replace_with_a_save_at(stage: Stage, save: &dyn Fn(&Path)) -> (String, Vec<String>, bool) {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "old").unwrap();
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        let r = replace_checked(&p, b"kbdb", &mut seen, &mut |s| {
+            if s == stage {
+                save(&p)
+            }
+        })
+        .unwrap();
+        let raced = matches!(r, Replaced::Raced(_));
+        (
+            std::fs::read_to_string(&p).unwrap(),
+            names(tmp.path()),
+            raced,
+        )
+    }
+
+    #[test]
+    fn a_save_landing_while_kbdb_writes_is_never_replaced() {
+        // Nothing in between: replaced, no temporary file left.
+        let (text, files, raced) = replace_with_a_save_at(Stage::BeforeSwap, &|_| {});
+        assert_eq!(
+            (text.as_str(), files, raced),
+            ("kbdb", vec!["a.md".into()], false)
+        );
+        // A save before the re-check: seen by it, nothing replaced.
+        for stage in [Stage::BeforeRecheck, Stage::BeforeSwap] {
+            let (text, files, raced) =
+                replace_with_a_save_at(stage, &|p| editor_save(p, "their save"));
+            assert_eq!(
+                (text.as_str(), files, raced),
+                ("their save", vec!["a.md".into()], true),
+                "a save at {stage:?} is kept at its path"
+            );
+        }
+        // Written in place (same inode), even at the same size: the bytes are checked again.
+        let (text, _, raced) = replace_with_a_save_at(Stage::BeforeRecheck, &|p| {
+            let m = std::fs::metadata(p).unwrap();
+            std::fs::write(p, "new").unwrap();
+            let f = std::fs::File::options().write(true).open(p).unwrap();
+            f.set_modified(m.modified().unwrap()).unwrap();
+        });
+        assert_eq!((text.as_str(), raced), ("new", true));
+        // Deleted meanwhile: not recreated.
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "old").unwrap();
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        let r = replace_checked(&p, b"kbdb", &mut seen, &mut |s| {
+            if s == Stage::BeforeSwap {
+                std::fs::remove_file(&p).unwrap();
+            }
+        })
+        .unwrap();
+        assert!(matches!(r, Replaced::Raced(m) if m.contains("deleted")));
+        assert!(names(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn a_save_raced_twice_is_kept_as_a_conflict_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "old").unwrap();
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        let r = replace_checked(&p, b"kbdb", &mut seen, &mut |s| match s {
+            Stage::BeforeSwap => editor_save(&p, "first save"),
+            Stage::AfterSwap => editor_save(&p, "second save"),
+            Stage::BeforeRecheck => {}
+        })
+        .unwrap();
+        let Replaced::Copied(copy) = r else {
+            panic!("not kept as a copy")
+        };
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "first save");
+        assert_eq!(std::fs::read_to_string(&copy).unwrap(), "second save");
+        let name = copy.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("a.conflict-") && name.ends_with(".md"),
+            "{name}"
+        );
+        assert_eq!(names(tmp.path()).len(), 2, "{:?}", names(tmp.path()));
+    }
+
+    #[test]
+    fn a_removal_takes_only_the_file_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "old").unwrap();
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        editor_save(&p, "their save");
+        assert!(matches!(
+            remove_checked(&p, &mut seen).unwrap(),
+            Replaced::Raced(_)
+        ));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "their save");
+        let mut seen = read_current(&p, 100).unwrap().unwrap().seen;
+        assert!(matches!(
+            remove_checked(&p, &mut seen).unwrap(),
+            Replaced::Done(_)
+        ));
+        assert!(names(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn only_a_regular_file_within_the_limit_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.md");
+        std::fs::write(&p, "12345").unwrap();
+        assert!(read_current(&p, 5).unwrap().is_some());
+        let e = format!("{:?}", read_current(&p, 4).err().unwrap());
+        assert!(e.contains("limits.max_content_bytes"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        assert!(read_current(&p, 4).unwrap().is_none());
+        // A link to an endless device is refused without reading it.
+        std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+        let e = format!("{:?}", read_current(&p, 4).err().unwrap());
+        assert!(e.contains("symbolic link"), "{e}");
     }
 }
