@@ -761,10 +761,15 @@ impl Kb {
                 DocumentRemoved => "document_removed",
                 ModelsChanged => "models_changed",
             };
+            let section_type = match c.kind {
+                SectionAdded | SectionChanged => t.section(&c.id)?.map(|r| r.section_type),
+                _ => None,
+            };
             out.push(ChangeEvent {
                 seq,
                 kind: kind.to_string(),
                 id: c.id,
+                section_type,
             });
         }
         Ok(out)

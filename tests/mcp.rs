@@ -249,10 +249,91 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
     assert_eq!(sub["result"], json!({}));
     // Another process learns into the same database (through the shared daemon).
     runbook_changed_elsewhere_is_heard(&db, &mut m);
-    // A new document changes the resource list; a new section may be a skill (prompts).
+    // A new document changes the resource list (not the prompts: it is no skill or agent).
     db.learn(&["# New page", "--docid", "ops/new"]);
     m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
+}
+
+/// Whether a notification `method` was received (and kept aside) so far.
+fn seen(m: &mut Mcp, method: &str) -> bool {
+    m.aside().iter().any(|v| v["method"] == method)
+}
+
+#[test]
+fn prompts_list_changed_is_sent_only_when_a_skill_an_agent_or_the_models_change() {
+    let db = TestDb::new();
+    let plain = db.learn(&["A plain fact, no prompt."])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut m = Mcp::start(&db);
+    let marker = "kbdb://document/ops/marker";
+    m.request("resources/subscribe", json!({"uri": marker}));
+    // Ordinary writes by another process: a section, a document, a removal.
+    db.learn(&["Another plain fact."]);
+    db.learn(&["# Notes\n\nSome notes.", "--docid", "notes/a"]);
+    db.json(&["unlearn", &plain]);
+    // The change events reach the server in order: once the marker's update is here, every
+    // notification of the writes before it has been sent.
+    db.learn(&["# Marker", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    assert!(seen(&mut m, "notifications/resources/list_changed"));
+    assert!(
+        !seen(&mut m, "notifications/prompts/list_changed"),
+        "no prompt changed: {:?}",
+        m.aside()
+    );
+    // A skill learned, an agent created, a skill deleted, the models loaded: each is heard.
+    let skill = db.json(&[
+        "skill",
+        "learn",
+        "triage",
+        "--description",
+        "Triage",
+        "--body",
+        "Triage {{issue}}",
+    ])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
     m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&[
+        "agent",
+        "create",
+        "helper",
+        "--description",
+        "Helps",
+        "--persona",
+        "You help.",
+        "--skill",
+        &skill,
+    ]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["agent", "delete", "agent-helper"]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["skill", "delete", &skill]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["models", "load", &format!("{FIXTURE}/models.toml")]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    // And a plain write after them: still no prompts notification (the marker first lets the
+    // notifications of the writes above arrive, one write may bring several).
+    db.learn(&["# Marker 1", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    m.aside().clear();
+    db.learn(&["Yet another plain fact."]);
+    db.learn(&["# Marker 2", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    assert!(
+        !seen(&mut m, "notifications/prompts/list_changed"),
+        "{:?}",
+        m.aside()
+    );
 }
 
 #[test]

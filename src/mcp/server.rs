@@ -23,8 +23,8 @@ use crate::skills::{AgentDefinition, AgentSummary, SkillDefinition};
 const PAGE: usize = 100;
 
 enum Event {
-    /// A change committed by any process: (kind, id).
-    Changed(String, String),
+    /// A change committed by any process.
+    Changed(crate::model::ChangeEvent),
     /// The daemon's change events were lost (it stopped or dropped us) and are followed again:
     /// whatever changed in between is not known.
     Resubscribed,
@@ -1017,7 +1017,7 @@ fn follow_changes(
                     match sub.next_event() {
                         Ok(e) => {
                             pause = Duration::from_millis(100);
-                            if tx.send(Event::Changed(e.kind, e.id)).is_err() {
+                            if tx.send(Event::Changed(e)).is_err() {
                                 return;
                             }
                         }
@@ -1058,9 +1058,25 @@ async fn notifier(
     mut rx: mpsc::UnboundedReceiver<Event>,
 ) {
     let mut known_docs: Option<HashSet<String>> = None;
+    // The skills (prompts) there are: a removed section is a prompt gone only if it was one.
+    let mut known_skills: HashSet<String> = {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || state.pool.call("skills", json!({})))
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .and_then(|v| serde_json::from_value::<Vec<SkillDefinition>>(v).ok())
+            .map(|skills| skills.into_iter().map(|s| s.kbid).collect())
+            .unwrap_or_default()
+    };
     while let Some(ev) = rx.recv().await {
         let res = match ev {
-            Event::Changed(kind, id) => {
+            Event::Changed(crate::model::ChangeEvent {
+                kind,
+                id,
+                section_type,
+                ..
+            }) => {
                 let uri = if kind.starts_with("section") {
                     section_uri(&id)
                 } else {
@@ -1091,12 +1107,22 @@ async fn notifier(
                 }
                 if list_changed {
                     let _ = peer.notify_resource_list_changed().await;
-                    if id.starts_with(crate::skills::AGENT_DOCID_PREFIX) {
-                        let _ = peer.notify_prompt_list_changed().await;
-                    }
                 }
-                if kind == "section_added" || kind == "section_removed" {
-                    // A skill is a section; telling the client costs less than finding out.
+                // The prompts are the skills, the agents and one per model: only a change of
+                // one of those changes their list (an agent's description, a skill's
+                // arguments), not any other write.
+                let prompts_changed = match kind.as_str() {
+                    "section_added" | "section_changed" => {
+                        section_type.as_deref() == Some(crate::skills::SKILL_TYPE)
+                            && (known_skills.insert(id.clone()) || kind == "section_changed")
+                    }
+                    "section_removed" => known_skills.remove(&id),
+                    "document_changed" | "document_removed" => {
+                        id.starts_with(crate::skills::AGENT_DOCID_PREFIX)
+                    }
+                    _ => false,
+                };
+                if prompts_changed {
                     let _ = peer.notify_prompt_list_changed().await;
                 }
                 if kind == "models_changed" {

@@ -368,4 +368,9 @@ pub struct ChangeEvent {
     pub seq: u64,
     pub kind: String,
     pub id: String,
+    /// For `section_added` and `section_changed`: the section's type, when it still exists
+    /// as the event is read (so the MCP server can tell a skill — a prompt — from any other
+    /// section without asking). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_type: Option<String>,
 }
