@@ -1117,3 +1117,51 @@ fn wrong_type_arguments_name_the_field_and_the_json_type_for_every_tool() {
     // Nothing was written by any of these.
     assert_eq!(db.status()["sections"], 0);
 }
+
+#[test]
+fn subscriptions_are_bounded_in_count_and_uri_size() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let long = format!("kbdb://document/{}", "a".repeat(5000));
+    let v = m.request("resources/subscribe", json!({"uri": long}));
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the limit for a subscription is 4096 bytes"),
+        "{msg}"
+    );
+    let at_limit = format!("kbdb://document/{}", "b".repeat(4096 - 16));
+    assert_eq!(at_limit.len(), 4096);
+    let v = m.request("resources/subscribe", json!({"uri": at_limit}));
+    assert_eq!(v["result"], json!({}), "{v}");
+    for i in 1..1000 {
+        let v = m.request(
+            "resources/subscribe",
+            json!({"uri": format!("kbdb://document/n/{i}")}),
+        );
+        assert_eq!(v["result"], json!({}), "{i}: {v}");
+    }
+    let v = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/one-more"}),
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("1000 subscriptions, the limit"), "{msg}");
+    // Subscribing again to a subscribed URI is fine; after an unsubscribe there is room.
+    let v = m.request("resources/subscribe", json!({"uri": "kbdb://document/n/7"}));
+    assert_eq!(v["result"], json!({}), "{v}");
+    m.request(
+        "resources/unsubscribe",
+        json!({"uri": "kbdb://document/n/7"}),
+    );
+    let v = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/one-more"}),
+    );
+    assert_eq!(v["result"], json!({}), "{v}");
+    // The subscriptions work.
+    db.learn(&["# One more", "--docid", "one-more"]);
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/one-more");
+}

@@ -21,6 +21,11 @@ use crate::skills::{AgentDefinition, AgentSummary, SkillDefinition};
 
 /// Page size of `resources/list`.
 const PAGE: usize = 100;
+/// Most resources one session may subscribe to at a time (docs/mcp.md).
+pub const MAX_SUBSCRIPTIONS: usize = 1000;
+/// Longest URI a session may subscribe to, in bytes: room for any kbdb URI (a docid is at most
+/// 256 bytes), while a session's subscriptions stay within a few MiB.
+pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
 
 enum Event {
     /// A change committed by any process.
@@ -576,10 +581,28 @@ impl ServerHandler for Kbdb {
         request: SubscribeRequestParams,
         _c: RequestContext<RoleServer>,
     ) -> std::result::Result<(), McpError> {
-        // Any URI may be subscribed (one that does not exist yet notifies when it appears).
-        if let Ok(mut s) = self.state.subscriptions.lock() {
-            s.insert(request.uri);
+        // Any URI may be subscribed (one that does not exist yet notifies when it appears),
+        // within the limits: a client cannot make the server hold unbounded memory.
+        if request.uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+            return Err(McpError::invalid_params(
+                format!(
+                    "uri: is {} bytes; the limit for a subscription is {MAX_SUBSCRIPTION_URI_BYTES} bytes",
+                    request.uri.len()
+                ),
+                Some(json!({"limit": MAX_SUBSCRIPTION_URI_BYTES})),
+            ));
         }
+        let mut s = self.state.subscriptions.lock().map_err(internal)?;
+        if s.len() >= MAX_SUBSCRIPTIONS && !s.contains(&request.uri) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "uri: this session already has {MAX_SUBSCRIPTIONS} subscriptions, the limit; \
+                     unsubscribe from some first"
+                ),
+                Some(json!({"limit": MAX_SUBSCRIPTIONS})),
+            ));
+        }
+        s.insert(request.uri);
         Ok(())
     }
 
