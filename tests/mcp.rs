@@ -1165,3 +1165,20 @@ fn subscriptions_are_bounded_in_count_and_uri_size() {
     let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
     assert_eq!(n["params"]["uri"], "kbdb://document/one-more");
 }
+
+#[test]
+fn the_export_tool_names_its_own_force_argument_not_the_cli_flag() {
+    let db = TestDb::new();
+    db.learn(&["Exported fact."]);
+    let mut m = Mcp::start(&db);
+    m.tool_ok("export", json!({"path": "snap"}));
+    let (err, text) = m.tool("export", json!({"path": "snap"}));
+    assert!(err, "{text}");
+    assert!(text.contains("force"), "{text}");
+    assert!(
+        !text.contains("--force"),
+        "a CLI flag in an MCP error: {text}"
+    );
+    let ex = m.tool_ok("export", json!({"path": "snap", "force": true}));
+    assert_eq!(ex["sections_exported"], 1, "{ex}");
+}
