@@ -688,3 +688,48 @@ fn usage_errors_honour_format_json() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: kbdb search"));
 }
+
+#[test]
+fn a_replace_that_supersedes_several_sections_lists_every_one() {
+    let db = TestDb::new();
+    let a = db.learn(&["Wifi password: hunter2", "--source", "wifi"]);
+    let b = db.learn(&["Wifi password: letmein", "--source", "wifi"]);
+    assert_eq!(
+        b["warnings"],
+        serde_json::json!(["heading_missing", "source_key_exists"])
+    );
+    let c = db.learn(&[
+        "Wifi password: correct-horse",
+        "--source",
+        "wifi",
+        "--replace",
+    ]);
+    let mut got: Vec<String> = c["superseded"]
+        .as_array()
+        .unwrap_or_else(|| panic!("an array of every replaced kbid: {c}"))
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    let mut want = vec![kbid(&a), kbid(&b)];
+    want.sort();
+    assert_eq!(got, want);
+    // The text output names each.
+    let d = db
+        .cmd()
+        .args([
+            "learn",
+            "Wifi password: tr0ub4dor",
+            "--source",
+            "wifi",
+            "--replace",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&d.stdout);
+    assert!(text.contains(&format!("superseded {}", kbid(&c))), "{text}");
+    // One replaced section is still the spec's single kbid.
+    let e = db.learn(&["Wifi password: final", "--source", "wifi", "--replace"]);
+    assert!(e["superseded"].is_string(), "{e}");
+    assert_eq!(db.status()["sections"], 1);
+}

@@ -1182,3 +1182,26 @@ fn the_export_tool_names_its_own_force_argument_not_the_cli_flag() {
     let ex = m.tool_ok("export", json!({"path": "snap", "force": true}));
     assert_eq!(ex["sections_exported"], 1, "{ex}");
 }
+
+#[test]
+fn the_learn_tool_lists_every_superseded_kbid() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let a = m.tool_ok(
+        "learn",
+        json!({"content": "v1 of the rule", "source": "rule"}),
+    );
+    let b = m.tool_ok(
+        "learn",
+        json!({"content": "v2 of the rule", "source": "rule"}),
+    );
+    let c = m.tool_ok(
+        "learn",
+        json!({"content": "v3 of the rule", "source": "rule", "replace": true}),
+    );
+    let mut got: Vec<Value> = c["superseded"].as_array().cloned().unwrap_or_default();
+    got.sort_by_key(|v| v.to_string());
+    let mut want = vec![a["kbid"].clone(), b["kbid"].clone()];
+    want.sort_by_key(|v| v.to_string());
+    assert_eq!(got, want, "{c}");
+}
