@@ -1205,3 +1205,36 @@ fn the_learn_tool_lists_every_superseded_kbid() {
     want.sort_by_key(|v| v.to_string());
     assert_eq!(got, want, "{c}");
 }
+
+#[test]
+fn text_search_reads_the_front_matter_and_counts_lines_from_the_top_of_the_file() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("note.md");
+    std::fs::write(
+        &f,
+        "---\nowner: zelda\nstatus: draft\n---\n# Plan\n\nShip the widget.\n",
+    )
+    .unwrap();
+    db.learn(&[
+        "--split",
+        "--docid",
+        "notes/plan",
+        "--file",
+        f.to_str().unwrap(),
+    ]);
+    let mut m = Mcp::start(&db);
+    // A value of the front matter is found.
+    let r = m.tool_ok("text_search", json!({"pattern": "zelda"}));
+    assert_eq!(r["files"], json!(["notes/plan"]), "{r}");
+    // Line numbers are those of the file: the front matter's lines count.
+    let r = m.tool_ok(
+        "text_search",
+        json!({"pattern": "owner|widget", "expanded": true}),
+    );
+    let matches = &r["files"][0]["matches"];
+    assert_eq!(matches[0]["line"], 2, "{r}");
+    assert_eq!(matches[0]["content"], "owner: zelda");
+    assert_eq!(matches[1]["line"], 7, "{r}");
+    assert_eq!(matches[1]["content"], "Ship the widget.");
+    assert_eq!(matches[1]["column"], 10);
+}
