@@ -412,3 +412,48 @@ where
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_of_a_cut_message_is_read_when_it_comes_before_the_cut() {
+        let id = |s: &str| id_in_prefix(s.as_bytes());
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"xxx"#),
+            Some(json!(7))
+        );
+        assert_eq!(id(r#"  {"id" : "a\"b" , "params": "#), Some(json!("a\"b")));
+        // Members before it are skipped whole, strings and nesting included.
+        assert_eq!(
+            id(r#"{"params":{"s":"}]\"{","n":[1,{"id":3}]},"jsonrpc":"2.0","id":-4,"x":"#),
+            Some(json!(-4))
+        );
+        assert_eq!(id("\u{feff}{\"id\":1,"), Some(json!(1)));
+        // After the cut, cut itself, or not an object: unknown.
+        assert_eq!(id(r#"{"jsonrpc":"2.0","params":{"pad":"xxxx"#), None);
+        assert_eq!(id(r#"{"method":"x","id":12"#), None);
+        assert_eq!(id(r#"{"method":"x","id":"ab"#), None);
+        assert_eq!(id(r#"[{"id":1}"#), None);
+        assert_eq!(id(""), None);
+    }
+
+    #[test]
+    fn ids_are_strings_or_64_bit_integers() {
+        assert!(request_id(&json!("a")).is_ok());
+        assert!(request_id(&json!(-3)).is_ok());
+        assert!(request_id(&json!(i64::MAX)).is_ok());
+        assert_eq!(request_id(&json!(u64::MAX)), Err(json!(u64::MAX)));
+        for bad in [
+            json!(null),
+            json!(1.5),
+            json!(2.0),
+            json!(true),
+            json!([1]),
+            json!({}),
+        ] {
+            assert_eq!(request_id(&bad), Err(Value::Null), "{bad}");
+        }
+    }
+}
