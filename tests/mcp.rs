@@ -993,6 +993,16 @@ fn a_request_before_initialize_is_told_to_initialize_first() {
         let msg = v["error"]["message"].as_str().unwrap();
         assert!(msg.contains("send initialize first"), "{method}: {msg}");
     }
+    // A newer client's discovery probe: not supported, so that it falls back to initialize.
+    let v = m.request("server/discover", json!({}));
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send initialize"),
+        "{v}"
+    );
     // ping is allowed before the handshake; the session then starts normally.
     assert_eq!(m.request("ping", json!({}))["result"], json!({}));
     m.initialize(json!({}));

@@ -12,9 +12,10 @@
 //!   * answers a message that still fails rmcp's typed parse with -32602 + id
 //!     (rare: rmcp parses most malformed known requests as CustomRequest; see
 //!     `Kbdb::on_custom_request` for the -32602 mapping of those),
-//!   * answers requests other than `initialize`, `ping` and `server/discover` that arrive
-//!     before `initialize` with -32600 "send initialize first", and drops notifications and
-//!     responses that arrive before it (rmcp's handshake aborts the whole session on them).
+//!   * answers requests other than `initialize` and `ping` that arrive before `initialize`
+//!     with -32600 "send initialize first" (`server/discover`: -32601, so that newer clients
+//!     fall back to `initialize`), and drops notifications and responses that arrive before
+//!     it (rmcp's handshake aborts the whole session on them).
 //!
 //! Valid messages are passed to rmcp unchanged. The errors answered here are written as raw
 //! JSON, since rmcp's error type leaves out an id it does not have.
@@ -167,8 +168,18 @@ where
                 return None;
             }
             // rmcp would answer with a complaint about missing `_meta` keys of a protocol
-            // version kbdb does not speak; say what the client must do instead.
-            if !matches!(method, Some("initialize" | "ping" | "server/discover")) {
+            // version kbdb does not speak; say what the client must do instead. A newer SDK's
+            // `server/discover` probe gets -32601 (what `Kbdb::discover` answers when rmcp
+            // accepts the probe), so that the client falls back to `initialize`.
+            if method == Some("server/discover") {
+                self.reply_error(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "server/discover is not supported; send initialize".into(),
+                    reply_id,
+                );
+                return None;
+            }
+            if !matches!(method, Some("initialize" | "ping")) {
                 self.reply_error(
                     ErrorCode::INVALID_REQUEST,
                     format!(
