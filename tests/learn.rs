@@ -565,6 +565,21 @@ fn content_that_starts_with_a_dash_is_read_from_stdin_and_the_error_says_how() {
         err.contains(r#"use "kbdb learn -" to read it from stdin, or "--" before the content"#),
         "{err}"
     );
+    // Front matter too; a mistyped option keeps clap's own tip.
+    let out = db
+        .cmd()
+        .args(["learn", "---\ntitle: x\n---\nbody"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(r#"use "kbdb learn -""#), "{err}");
+    assert!(!err.contains("similar argument"), "{err}");
+    let out = db.cmd().args(["learn", "--titel", "x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a similar argument exists: '--title'"),
+        "{err}"
+    );
     // `-` reads standard input.
     let out = db
         .cmd()
