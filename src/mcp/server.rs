@@ -1074,6 +1074,18 @@ fn follow_changes(
     }
 }
 
+/// The kbids of the skills the database holds now (empty if the daemon cannot say).
+async fn skill_kbids(state: &Arc<State>) -> HashSet<String> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || state.pool.call("skills", json!({})))
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .and_then(|v| serde_json::from_value::<Vec<SkillDefinition>>(v).ok())
+        .map(|skills| skills.into_iter().map(|s| s.kbid).collect())
+        .unwrap_or_default()
+}
+
 /// Turns daemon change events and log requests into MCP notifications.
 async fn notifier(
     peer: Peer<RoleServer>,
@@ -1082,16 +1094,7 @@ async fn notifier(
 ) {
     let mut known_docs: Option<HashSet<String>> = None;
     // The skills (prompts) there are: a removed section is a prompt gone only if it was one.
-    let mut known_skills: HashSet<String> = {
-        let state = state.clone();
-        tokio::task::spawn_blocking(move || state.pool.call("skills", json!({})))
-            .await
-            .ok()
-            .and_then(|r| r.ok())
-            .and_then(|v| serde_json::from_value::<Vec<SkillDefinition>>(v).ok())
-            .map(|skills| skills.into_iter().map(|s| s.kbid).collect())
-            .unwrap_or_default()
-    };
+    let mut known_skills = skill_kbids(&state).await;
     while let Some(ev) = rx.recv().await {
         let res = match ev {
             Event::Changed(crate::model::ChangeEvent {
@@ -1171,6 +1174,7 @@ async fn notifier(
             Event::Resubscribed => {
                 // Changes made while nobody listened are unknown: every subscribed resource
                 // and both lists may have changed.
+                known_skills = skill_kbids(&state).await;
                 let uris: Vec<String> = state
                     .subscriptions
                     .lock()
