@@ -161,8 +161,9 @@ where
         }
         if !self.saw_initialize {
             if !is_request {
-                eprintln!(
-                    "kbdb: dropping pre-initialize message {:?}",
+                // (Not eprintln!, which panics when stderr is closed.)
+                tracing::warn!(
+                    "dropping pre-initialize message {:?}",
                     method.unwrap_or("(response)")
                 );
                 return None;
