@@ -336,13 +336,13 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         }
     }
 
-    let mut superseded = None;
+    let mut superseded = Vec::new();
     match (&p.source_key, p.replace) {
         (Some(key), true) => {
             for old in t.kbids_with_source_key(key)? {
                 if old != p.kbid {
                     supersede(t, &old, &p.kbid)?;
-                    superseded.get_or_insert(old);
+                    superseded.push(old);
                 }
             }
         }
@@ -365,7 +365,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         elapsed_ms: 0.0,
         attached,
         skipped,
-        superseded,
+        superseded: crate::model::Superseded(superseded),
         warnings,
         near_duplicates,
         created_at,

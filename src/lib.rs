@@ -773,10 +773,15 @@ impl Kb {
                 DocumentRemoved => "document_removed",
                 ModelsChanged => "models_changed",
             };
+            let section_type = match c.kind {
+                SectionAdded | SectionChanged => t.section(&c.id)?.map(|r| r.section_type),
+                _ => None,
+            };
             out.push(ChangeEvent {
                 seq,
                 kind: kind.to_string(),
                 id: c.id,
+                section_type,
             });
         }
         Ok(out)
@@ -2020,7 +2025,9 @@ mod tests {
         let third = kb.learn(fact("deploy with cargo xtask", true)).unwrap();
         let mut gone = vec![first.clone(), second.kbid.clone()];
         gone.sort();
-        assert_eq!(third.superseded.as_ref(), Some(&gone[0]));
+        let mut superseded = third.superseded.kbids().to_vec();
+        superseded.sort();
+        assert_eq!(superseded, gone, "every replaced kbid is given");
         for kbid in &gone {
             assert!(matches!(
                 kb.read_sections(&[kbid.as_str()]),
@@ -2061,7 +2068,7 @@ mod tests {
             .collect();
         assert!(out[0].warnings.is_empty(), "{:?}", out[0].warnings);
         assert_eq!(out[1].warnings, ["source_key_exists"]);
-        assert!(out[2].superseded.is_some());
+        assert!(!out[2].superseded.is_empty());
         assert_eq!(
             rows(&kb)[1],
             1,

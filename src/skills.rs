@@ -66,8 +66,10 @@ pub struct SkillLearnResult {
     pub kbid: String,
     pub name: String,
     pub arguments: Vec<SkillArgument>,
-    /// The kbid of the previous version of this skill, when it replaced one.
-    pub superseded: Option<String>,
+    /// The kbid of the previous version of this skill, when it replaced one (all of them, as
+    /// an array, when it replaced several).
+    #[serde(default)]
+    pub superseded: crate::model::Superseded,
     pub created_at: String,
 }
 

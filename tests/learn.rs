@@ -565,6 +565,21 @@ fn content_that_starts_with_a_dash_is_read_from_stdin_and_the_error_says_how() {
         err.contains(r#"use "kbdb learn -" to read it from stdin, or "--" before the content"#),
         "{err}"
     );
+    // Front matter too; a mistyped option keeps clap's own tip.
+    let out = db
+        .cmd()
+        .args(["learn", "---\ntitle: x\n---\nbody"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(r#"use "kbdb learn -""#), "{err}");
+    assert!(!err.contains("similar argument"), "{err}");
+    let out = db.cmd().args(["learn", "--titel", "x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a similar argument exists: '--title'"),
+        "{err}"
+    );
     // `-` reads standard input.
     let out = db
         .cmd()
@@ -687,4 +702,49 @@ fn usage_errors_honour_format_json() {
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage: kbdb search"));
+}
+
+#[test]
+fn a_replace_that_supersedes_several_sections_lists_every_one() {
+    let db = TestDb::new();
+    let a = db.learn(&["Wifi password: hunter2", "--source", "wifi"]);
+    let b = db.learn(&["Wifi password: letmein", "--source", "wifi"]);
+    assert_eq!(
+        b["warnings"],
+        serde_json::json!(["heading_missing", "source_key_exists"])
+    );
+    let c = db.learn(&[
+        "Wifi password: correct-horse",
+        "--source",
+        "wifi",
+        "--replace",
+    ]);
+    let mut got: Vec<String> = c["superseded"]
+        .as_array()
+        .unwrap_or_else(|| panic!("an array of every replaced kbid: {c}"))
+        .iter()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    let mut want = vec![kbid(&a), kbid(&b)];
+    want.sort();
+    assert_eq!(got, want);
+    // The text output names each.
+    let d = db
+        .cmd()
+        .args([
+            "learn",
+            "Wifi password: tr0ub4dor",
+            "--source",
+            "wifi",
+            "--replace",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&d.stdout);
+    assert!(text.contains(&format!("superseded {}", kbid(&c))), "{text}");
+    // One replaced section is still the spec's single kbid.
+    let e = db.learn(&["Wifi password: final", "--source", "wifi", "--replace"]);
+    assert!(e["superseded"].is_string(), "{e}");
+    assert_eq!(db.status()["sections"], 1);
 }

@@ -249,10 +249,91 @@ fn resources_list_read_and_a_subscription_fired_by_another_process() {
     assert_eq!(sub["result"], json!({}));
     // Another process learns into the same database (through the shared daemon).
     runbook_changed_elsewhere_is_heard(&db, &mut m);
-    // A new document changes the resource list; a new section may be a skill (prompts).
+    // A new document changes the resource list (not the prompts: it is no skill or agent).
     db.learn(&["# New page", "--docid", "ops/new"]);
     m.wait_for(|v| v["method"] == "notifications/resources/list_changed");
+}
+
+/// Whether a notification `method` was received (and kept aside) so far.
+fn seen(m: &mut Mcp, method: &str) -> bool {
+    m.aside().iter().any(|v| v["method"] == method)
+}
+
+#[test]
+fn prompts_list_changed_is_sent_only_when_a_skill_an_agent_or_the_models_change() {
+    let db = TestDb::new();
+    let plain = db.learn(&["A plain fact, no prompt."])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut m = Mcp::start(&db);
+    let marker = "kbdb://document/ops/marker";
+    m.request("resources/subscribe", json!({"uri": marker}));
+    // Ordinary writes by another process: a section, a document, a removal.
+    db.learn(&["Another plain fact."]);
+    db.learn(&["# Notes\n\nSome notes.", "--docid", "notes/a"]);
+    db.json(&["unlearn", &plain]);
+    // The change events reach the server in order: once the marker's update is here, every
+    // notification of the writes before it has been sent.
+    db.learn(&["# Marker", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    assert!(seen(&mut m, "notifications/resources/list_changed"));
+    assert!(
+        !seen(&mut m, "notifications/prompts/list_changed"),
+        "no prompt changed: {:?}",
+        m.aside()
+    );
+    // A skill learned, an agent created, a skill deleted, the models loaded: each is heard.
+    let skill = db.json(&[
+        "skill",
+        "learn",
+        "triage",
+        "--description",
+        "Triage",
+        "--body",
+        "Triage {{issue}}",
+    ])["kbid"]
+        .as_str()
+        .unwrap()
+        .to_string();
     m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&[
+        "agent",
+        "create",
+        "helper",
+        "--description",
+        "Helps",
+        "--persona",
+        "You help.",
+        "--skill",
+        &skill,
+    ]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["agent", "delete", "agent-helper"]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["skill", "delete", &skill]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    db.json(&["models", "load", &format!("{FIXTURE}/models.toml")]);
+    m.wait_for(|v| v["method"] == "notifications/prompts/list_changed");
+    // And a plain write after them: still no prompts notification (the marker first lets the
+    // notifications of the writes above arrive, one write may bring several).
+    db.learn(&["# Marker 1", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    m.aside().clear();
+    db.learn(&["Yet another plain fact."]);
+    db.learn(&["# Marker 2", "--docid", "ops/marker"]);
+    m.wait_for(|v| {
+        v["method"] == "notifications/resources/updated" && v["params"]["uri"] == marker
+    });
+    assert!(
+        !seen(&mut m, "notifications/prompts/list_changed"),
+        "{:?}",
+        m.aside()
+    );
 }
 
 #[test]
@@ -912,6 +993,16 @@ fn a_request_before_initialize_is_told_to_initialize_first() {
         let msg = v["error"]["message"].as_str().unwrap();
         assert!(msg.contains("send initialize first"), "{method}: {msg}");
     }
+    // A newer client's discovery probe: not supported, so that it falls back to initialize.
+    let v = m.request("server/discover", json!({}));
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("send initialize"),
+        "{v}"
+    );
     // ping is allowed before the handshake; the session then starts normally.
     assert_eq!(m.request("ping", json!({}))["result"], json!({}));
     m.initialize(json!({}));
@@ -1035,4 +1126,125 @@ fn wrong_type_arguments_name_the_field_and_the_json_type_for_every_tool() {
     assert!(!err, "{text}");
     // Nothing was written by any of these.
     assert_eq!(db.status()["sections"], 0);
+}
+
+#[test]
+fn subscriptions_are_bounded_in_count_and_uri_size() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let long = format!("kbdb://document/{}", "a".repeat(5000));
+    let v = m.request("resources/subscribe", json!({"uri": long}));
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("the limit for a subscription is 4096 bytes"),
+        "{msg}"
+    );
+    let at_limit = format!("kbdb://document/{}", "b".repeat(4096 - 16));
+    assert_eq!(at_limit.len(), 4096);
+    let v = m.request("resources/subscribe", json!({"uri": at_limit}));
+    assert_eq!(v["result"], json!({}), "{v}");
+    for i in 1..1000 {
+        let v = m.request(
+            "resources/subscribe",
+            json!({"uri": format!("kbdb://document/n/{i}")}),
+        );
+        assert_eq!(v["result"], json!({}), "{i}: {v}");
+    }
+    let v = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/one-more"}),
+    );
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("1000 subscriptions, the limit"), "{msg}");
+    // Subscribing again to a subscribed URI is fine; after an unsubscribe there is room.
+    let v = m.request("resources/subscribe", json!({"uri": "kbdb://document/n/7"}));
+    assert_eq!(v["result"], json!({}), "{v}");
+    m.request(
+        "resources/unsubscribe",
+        json!({"uri": "kbdb://document/n/7"}),
+    );
+    let v = m.request(
+        "resources/subscribe",
+        json!({"uri": "kbdb://document/one-more"}),
+    );
+    assert_eq!(v["result"], json!({}), "{v}");
+    // The subscriptions work.
+    db.learn(&["# One more", "--docid", "one-more"]);
+    let n = m.wait_for(|v| v["method"] == "notifications/resources/updated");
+    assert_eq!(n["params"]["uri"], "kbdb://document/one-more");
+}
+
+#[test]
+fn the_export_tool_names_its_own_force_argument_not_the_cli_flag() {
+    let db = TestDb::new();
+    db.learn(&["Exported fact."]);
+    let mut m = Mcp::start(&db);
+    m.tool_ok("export", json!({"path": "snap"}));
+    let (err, text) = m.tool("export", json!({"path": "snap"}));
+    assert!(err, "{text}");
+    assert!(text.contains("force"), "{text}");
+    assert!(
+        !text.contains("--force"),
+        "a CLI flag in an MCP error: {text}"
+    );
+    let ex = m.tool_ok("export", json!({"path": "snap", "force": true}));
+    assert_eq!(ex["sections_exported"], 1, "{ex}");
+}
+
+#[test]
+fn the_learn_tool_lists_every_superseded_kbid() {
+    let db = TestDb::new();
+    let mut m = Mcp::start(&db);
+    let a = m.tool_ok(
+        "learn",
+        json!({"content": "v1 of the rule", "source": "rule"}),
+    );
+    let b = m.tool_ok(
+        "learn",
+        json!({"content": "v2 of the rule", "source": "rule"}),
+    );
+    let c = m.tool_ok(
+        "learn",
+        json!({"content": "v3 of the rule", "source": "rule", "replace": true}),
+    );
+    let mut got: Vec<Value> = c["superseded"].as_array().cloned().unwrap_or_default();
+    got.sort_by_key(|v| v.to_string());
+    let mut want = vec![a["kbid"].clone(), b["kbid"].clone()];
+    want.sort_by_key(|v| v.to_string());
+    assert_eq!(got, want, "{c}");
+}
+
+#[test]
+fn text_search_reads_the_front_matter_and_counts_lines_from_the_top_of_the_file() {
+    let db = TestDb::new();
+    let f = db.tmp.path().join("note.md");
+    std::fs::write(
+        &f,
+        "---\nowner: zelda\nstatus: draft\n---\n# Plan\n\nShip the widget.\n",
+    )
+    .unwrap();
+    db.learn(&[
+        "--split",
+        "--docid",
+        "notes/plan",
+        "--file",
+        f.to_str().unwrap(),
+    ]);
+    let mut m = Mcp::start(&db);
+    // A value of the front matter is found.
+    let r = m.tool_ok("text_search", json!({"pattern": "zelda"}));
+    assert_eq!(r["files"], json!(["notes/plan"]), "{r}");
+    // Line numbers are those of the file: the front matter's lines count.
+    let r = m.tool_ok(
+        "text_search",
+        json!({"pattern": "owner|widget", "expanded": true}),
+    );
+    let matches = &r["files"][0]["matches"];
+    assert_eq!(matches[0]["line"], 2, "{r}");
+    assert_eq!(matches[0]["content"], "owner: zelda");
+    assert_eq!(matches[1]["line"], 7, "{r}");
+    assert_eq!(matches[1]["content"], "Ship the widget.");
+    assert_eq!(matches[1]["column"], 10);
 }

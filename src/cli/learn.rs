@@ -168,7 +168,7 @@ fn result_text(r: &LearnResult) -> String {
     if let Some(d) = &r.docid {
         out.push_str(&format!(" in {d}"));
     }
-    if let Some(s) = &r.superseded {
+    for s in r.superseded.kbids() {
         out.push_str(&format!("\n  superseded {s}"));
     }
     for w in &r.warnings {

@@ -52,8 +52,17 @@ fn usage_error(mut e: clap::Error) -> i32 {
         .get(ContextKind::Usage)
         .map(ToString::to_string)
         .unwrap_or_default();
-    // `kbdb learn "- buy milk"`: content that starts with a dash reads as an option.
-    if e.kind() == ErrorKind::UnknownArgument && usage.contains("kbdb learn") {
+    // `kbdb learn "- buy milk"`: content that starts with a dash reads as an option. Unless it
+    // looks like a mistyped option clap found a match for (`--titel`): clap's tip covers that.
+    let invalid = e
+        .get(ContextKind::InvalidArg)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    let option_typo = e.get(ContextKind::SuggestedArg).is_some()
+        && invalid.starts_with("--")
+        && !invalid.contains(char::is_whitespace);
+    if e.kind() == ErrorKind::UnknownArgument && usage.contains("kbdb learn") && !option_typo {
+        e.remove(ContextKind::SuggestedArg);
         e.insert(
             ContextKind::Suggested,
             ContextValue::StyledStrs(vec![

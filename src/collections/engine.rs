@@ -89,6 +89,24 @@ impl StoredDoc {
         s.push('\n');
         s
     }
+
+    /// The document as a file: its metadata as YAML front matter (as sync writes a new file),
+    /// then the body. What `text_search` searches, so that metadata is found and line numbers
+    /// count from the file's first line.
+    fn file_text(&self) -> String {
+        if self.meta.is_empty() {
+            return self.markdown();
+        }
+        match crate::text::frontmatter::render(
+            crate::text::frontmatter::Syntax::Yaml,
+            &self.meta,
+            &[],
+        ) {
+            Ok(front) => front + &self.markdown(),
+            // Metadata that reads back from no front matter (never stored): the body alone.
+            Err(_) => self.markdown(),
+        }
+    }
 }
 
 impl Kb {
@@ -722,7 +740,7 @@ impl Kb {
             if files.len() >= max || (req.expanded && matched_lines >= max) {
                 break;
             }
-            let text = self.read_stored_doc(&id)?.markdown();
+            let text = self.read_stored_doc(&id)?.file_text();
             if !req.expanded {
                 if re.is_match(&text) {
                     files.push(Value::String(id));

@@ -21,10 +21,15 @@ use crate::skills::{AgentDefinition, AgentSummary, SkillDefinition};
 
 /// Page size of `resources/list`.
 const PAGE: usize = 100;
+/// Most resources one session may subscribe to at a time (docs/mcp.md).
+pub const MAX_SUBSCRIPTIONS: usize = 1000;
+/// Longest URI a session may subscribe to, in bytes: room for any kbdb URI (a docid is at most
+/// 256 bytes), while a session's subscriptions stay within a few MiB.
+pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
 
 enum Event {
-    /// A change committed by any process: (kind, id).
-    Changed(String, String),
+    /// A change committed by any process.
+    Changed(crate::model::ChangeEvent),
     /// The daemon's change events were lost (it stopped or dropped us) and are followed again:
     /// whatever changed in between is not known.
     Resubscribed,
@@ -576,10 +581,28 @@ impl ServerHandler for Kbdb {
         request: SubscribeRequestParams,
         _c: RequestContext<RoleServer>,
     ) -> std::result::Result<(), McpError> {
-        // Any URI may be subscribed (one that does not exist yet notifies when it appears).
-        if let Ok(mut s) = self.state.subscriptions.lock() {
-            s.insert(request.uri);
+        // Any URI may be subscribed (one that does not exist yet notifies when it appears),
+        // within the limits: a client cannot make the server hold unbounded memory.
+        if request.uri.len() > MAX_SUBSCRIPTION_URI_BYTES {
+            return Err(McpError::invalid_params(
+                format!(
+                    "uri: is {} bytes; the limit for a subscription is {MAX_SUBSCRIPTION_URI_BYTES} bytes",
+                    request.uri.len()
+                ),
+                Some(json!({"limit": MAX_SUBSCRIPTION_URI_BYTES})),
+            ));
         }
+        let mut s = self.state.subscriptions.lock().map_err(internal)?;
+        if s.len() >= MAX_SUBSCRIPTIONS && !s.contains(&request.uri) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "uri: this session already has {MAX_SUBSCRIPTIONS} subscriptions, the limit; \
+                     unsubscribe from some first"
+                ),
+                Some(json!({"limit": MAX_SUBSCRIPTIONS})),
+            ));
+        }
+        s.insert(request.uri);
         Ok(())
     }
 
@@ -1017,7 +1040,7 @@ fn follow_changes(
                     match sub.next_event() {
                         Ok(e) => {
                             pause = Duration::from_millis(100);
-                            if tx.send(Event::Changed(e.kind, e.id)).is_err() {
+                            if tx.send(Event::Changed(e)).is_err() {
                                 return;
                             }
                         }
@@ -1051,6 +1074,18 @@ fn follow_changes(
     }
 }
 
+/// The kbids of the skills the database holds now (empty if the daemon cannot say).
+async fn skill_kbids(state: &Arc<State>) -> HashSet<String> {
+    let state = state.clone();
+    tokio::task::spawn_blocking(move || state.pool.call("skills", json!({})))
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .and_then(|v| serde_json::from_value::<Vec<SkillDefinition>>(v).ok())
+        .map(|skills| skills.into_iter().map(|s| s.kbid).collect())
+        .unwrap_or_default()
+}
+
 /// Turns daemon change events and log requests into MCP notifications.
 async fn notifier(
     peer: Peer<RoleServer>,
@@ -1058,9 +1093,16 @@ async fn notifier(
     mut rx: mpsc::UnboundedReceiver<Event>,
 ) {
     let mut known_docs: Option<HashSet<String>> = None;
+    // The skills (prompts) there are: a removed section is a prompt gone only if it was one.
+    let mut known_skills = skill_kbids(&state).await;
     while let Some(ev) = rx.recv().await {
         let res = match ev {
-            Event::Changed(kind, id) => {
+            Event::Changed(crate::model::ChangeEvent {
+                kind,
+                id,
+                section_type,
+                ..
+            }) => {
                 let uri = if kind.starts_with("section") {
                     section_uri(&id)
                 } else {
@@ -1091,12 +1133,22 @@ async fn notifier(
                 }
                 if list_changed {
                     let _ = peer.notify_resource_list_changed().await;
-                    if id.starts_with(crate::skills::AGENT_DOCID_PREFIX) {
-                        let _ = peer.notify_prompt_list_changed().await;
-                    }
                 }
-                if kind == "section_added" || kind == "section_removed" {
-                    // A skill is a section; telling the client costs less than finding out.
+                // The prompts are the skills, the agents and one per model: only a change of
+                // one of those changes their list (an agent's description, a skill's
+                // arguments), not any other write.
+                let prompts_changed = match kind.as_str() {
+                    "section_added" | "section_changed" => {
+                        section_type.as_deref() == Some(crate::skills::SKILL_TYPE)
+                            && (known_skills.insert(id.clone()) || kind == "section_changed")
+                    }
+                    "section_removed" => known_skills.remove(&id),
+                    "document_changed" | "document_removed" => {
+                        id.starts_with(crate::skills::AGENT_DOCID_PREFIX)
+                    }
+                    _ => false,
+                };
+                if prompts_changed {
                     let _ = peer.notify_prompt_list_changed().await;
                 }
                 if kind == "models_changed" {
@@ -1122,6 +1174,7 @@ async fn notifier(
             Event::Resubscribed => {
                 // Changes made while nobody listened are unknown: every subscribed resource
                 // and both lists may have changed.
+                known_skills = skill_kbids(&state).await;
                 let uris: Vec<String> = state
                     .subscriptions
                     .lock()

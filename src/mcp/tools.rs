@@ -728,7 +728,9 @@ pub fn check_argument_types(
         "query" => &["limit", "offset", "sort"],
         _ => &[],
     };
-    let defs = tool_definitions();
+    // Built once: this runs on every call.
+    static DEFS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let defs = DEFS.get_or_init(tool_definitions);
     let Some(schema) = defs
         .as_array()
         .and_then(|a| a.iter().find(|t| t["name"] == tool))
@@ -1187,5 +1189,57 @@ mod tests {
     fn definitions_serialise_on_one_line() {
         let s = serde_json::to_string(&tool_definitions()).unwrap();
         assert!(!s.contains('\n'));
+    }
+
+    #[test]
+    fn argument_types_are_checked_against_the_schema_in_json_words() {
+        let check =
+            |tool: &str, args: Value| check_argument_types(tool, args.as_object().unwrap()).err();
+        assert_eq!(check("search", json!({"query": "x", "limit": 5})), None);
+        assert_eq!(
+            check("search", json!({"query": "x", "limit": "ten"})).as_deref(),
+            Some(r#"limit: expected a non-negative integer, got the string "ten""#)
+        );
+        assert_eq!(
+            check("search", json!({"query": "x", "where": 3})).as_deref(),
+            Some("where: expected an object or an array, got the number 3")
+        );
+        assert_eq!(
+            check("recall", json!({"kbids": ["a", null]})).as_deref(),
+            Some("kbids[1]: expected a string, got null")
+        );
+        // null for an optional argument is its absence; unknown fields are the engine's.
+        assert_eq!(
+            check("search", json!({"query": "x", "tags": null, "bogus": 1})),
+            None
+        );
+        // The query tool's own parser takes limit/offset/sort more loosely than the schema.
+        assert_eq!(
+            check("query", json!({"limit": "all", "sort": {"a": "asc"}})),
+            None
+        );
+        assert!(check("query", json!({"model": 1})).is_some());
+        let long = "x".repeat(100);
+        assert_eq!(
+            check("learn", json!({"content": "c", "title": 7, "docid": long})).as_deref(),
+            Some("title: expected a string, got the number 7")
+        );
+    }
+
+    #[test]
+    fn rust_type_names_become_json_words() {
+        assert_eq!(
+            without_rust_types("invalid type: string \"ten\", expected u32"),
+            "invalid type: string \"ten\", expected a non-negative integer of at most 4294967295"
+        );
+        assert_eq!(
+            without_rust_types("invalid type: map, expected struct SkillArgument or so"),
+            "invalid type: map, expected an object or so"
+        );
+        assert_eq!(
+            without_rust_types("invalid type: string \"x\", expected a sequence"),
+            "invalid type: string \"x\", expected an array"
+        );
+        assert_eq!(without_rust_types("expected u8x"), "expected u8x");
     }
 }

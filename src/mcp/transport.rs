@@ -12,9 +12,10 @@
 //!   * answers a message that still fails rmcp's typed parse with -32602 + id
 //!     (rare: rmcp parses most malformed known requests as CustomRequest; see
 //!     `Kbdb::on_custom_request` for the -32602 mapping of those),
-//!   * answers requests other than `initialize`, `ping` and `server/discover` that arrive
-//!     before `initialize` with -32600 "send initialize first", and drops notifications and
-//!     responses that arrive before it (rmcp's handshake aborts the whole session on them).
+//!   * answers requests other than `initialize` and `ping` that arrive before `initialize`
+//!     with -32600 "send initialize first" (`server/discover`: -32601, so that newer clients
+//!     fall back to `initialize`), and drops notifications and responses that arrive before
+//!     it (rmcp's handshake aborts the whole session on them).
 //!
 //! Valid messages are passed to rmcp unchanged. The errors answered here are written as raw
 //! JSON, since rmcp's error type leaves out an id it does not have.
@@ -160,15 +161,26 @@ where
         }
         if !self.saw_initialize {
             if !is_request {
-                eprintln!(
-                    "kbdb: dropping pre-initialize message {:?}",
+                // (Not eprintln!, which panics when stderr is closed.)
+                tracing::warn!(
+                    "dropping pre-initialize message {:?}",
                     method.unwrap_or("(response)")
                 );
                 return None;
             }
             // rmcp would answer with a complaint about missing `_meta` keys of a protocol
-            // version kbdb does not speak; say what the client must do instead.
-            if !matches!(method, Some("initialize" | "ping" | "server/discover")) {
+            // version kbdb does not speak; say what the client must do instead. A newer SDK's
+            // `server/discover` probe gets -32601 (what `Kbdb::discover` answers when rmcp
+            // accepts the probe), so that the client falls back to `initialize`.
+            if method == Some("server/discover") {
+                self.reply_error(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "server/discover is not supported; send initialize".into(),
+                    reply_id,
+                );
+                return None;
+            }
+            if !matches!(method, Some("initialize" | "ping")) {
                 self.reply_error(
                     ErrorCode::INVALID_REQUEST,
                     format!(
@@ -410,5 +422,50 @@ where
             let _ = w.flush().await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_of_a_cut_message_is_read_when_it_comes_before_the_cut() {
+        let id = |s: &str| id_in_prefix(s.as_bytes());
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"xxx"#),
+            Some(json!(7))
+        );
+        assert_eq!(id(r#"  {"id" : "a\"b" , "params": "#), Some(json!("a\"b")));
+        // Members before it are skipped whole, strings and nesting included.
+        assert_eq!(
+            id(r#"{"params":{"s":"}]\"{","n":[1,{"id":3}]},"jsonrpc":"2.0","id":-4,"x":"#),
+            Some(json!(-4))
+        );
+        assert_eq!(id("\u{feff}{\"id\":1,"), Some(json!(1)));
+        // After the cut, cut itself, or not an object: unknown.
+        assert_eq!(id(r#"{"jsonrpc":"2.0","params":{"pad":"xxxx"#), None);
+        assert_eq!(id(r#"{"method":"x","id":12"#), None);
+        assert_eq!(id(r#"{"method":"x","id":"ab"#), None);
+        assert_eq!(id(r#"[{"id":1}"#), None);
+        assert_eq!(id(""), None);
+    }
+
+    #[test]
+    fn ids_are_strings_or_64_bit_integers() {
+        assert!(request_id(&json!("a")).is_ok());
+        assert!(request_id(&json!(-3)).is_ok());
+        assert!(request_id(&json!(i64::MAX)).is_ok());
+        assert_eq!(request_id(&json!(u64::MAX)), Err(json!(u64::MAX)));
+        for bad in [
+            json!(null),
+            json!(1.5),
+            json!(2.0),
+            json!(true),
+            json!([1]),
+            json!({}),
+        ] {
+            assert_eq!(request_id(&bad), Err(Value::Null), "{bad}");
+        }
     }
 }

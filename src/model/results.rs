@@ -27,8 +27,10 @@ pub struct LearnResult {
     pub attached: bool,
     /// The content already existed and nothing new was stored.
     pub skipped: bool,
-    /// kbid of the section this one replaced (`replace: true`), else null.
-    pub superseded: Option<String>,
+    /// kbids of the sections this one replaced (`replace: true`): null when none, the kbid
+    /// when one (the spec's shape), an array of them all when several were.
+    #[serde(default)]
+    pub superseded: Superseded,
     pub warnings: Vec<String>,
     pub near_duplicates: Vec<NearDuplicate>,
     pub created_at: String,
@@ -36,6 +38,53 @@ pub struct LearnResult {
     /// lexically and waits for its embedding (hybrid-search spec). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub vector_embedding_failed: bool,
+}
+
+/// The sections a write superseded. On the wire, the spec's `superseded` (a kbid or null) as
+/// long as it is one or none; when a `replace` supersedes several sections (all those under
+/// its source key), they are all given, as an array, rather than all but the first lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Superseded(pub Vec<String>);
+
+impl Superseded {
+    /// Every superseded kbid, in the order they were replaced.
+    pub fn kbids(&self) -> &[String] {
+        &self.0
+    }
+
+    pub fn first(&self) -> Option<&String> {
+        self.0.first()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Superseded {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [] => s.serialize_none(),
+            [one] => s.serialize_str(one),
+            all => all.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Superseded {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            One(String),
+            All(Vec<String>),
+        }
+        Ok(Superseded(match Option::<Wire>::deserialize(d)? {
+            None => Vec::new(),
+            Some(Wire::One(k)) => vec![k],
+            Some(Wire::All(v)) => v,
+        }))
+    }
 }
 
 /// `{ removed, elapsed_ms }` of `unlearn`.
@@ -368,4 +417,9 @@ pub struct ChangeEvent {
     pub seq: u64,
     pub kind: String,
     pub id: String,
+    /// For `section_added` and `section_changed`: the section's type, when it still exists
+    /// as the event is read (so the MCP server can tell a skill — a prompt — from any other
+    /// section without asking). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub section_type: Option<String>,
 }

@@ -121,6 +121,11 @@ impl McpChild {
         }
     }
 
+    /// The messages received while waiting for others, not taken yet (in arrival order).
+    pub fn aside(&mut self) -> &mut Vec<Value> {
+        &mut self.aside
+    }
+
     /// Send a request and wait for its answer.
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
