@@ -378,16 +378,15 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
             return Err(KbError::Storage("not a text edit".into()));
         }
     };
+    // Only the lines of the keys that changed move (frontmatter::rewrite).
     let front_text = match &front {
         Some(_) if meta == old_meta => block.to_string(),
-        _ if meta.is_empty() => String::new(),
-        f => {
-            let (syntax, order) = match f {
-                Some(f) => (f.syntax, f.key_order.clone()),
-                None => (Syntax::Yaml, Vec::new()),
-            };
-            frontmatter::render(syntax, &meta, &order).map_err(|e| KbError::invalid("meta", e))?
+        Some(f) => {
+            frontmatter::rewrite(block, f, &meta).map_err(|e| KbError::invalid("meta", e))?
         }
+        None if meta.is_empty() => String::new(),
+        None => frontmatter::render(Syntax::Yaml, &meta, &[])
+            .map_err(|e| KbError::invalid("meta", e))?,
     };
     let mut out = format!("{front_text}{new_body}");
     if crlf {
@@ -526,7 +525,10 @@ mod tests {
             &update(Value::Null, Some("---\npoints: 5\n---\n# New"), None),
         )
         .unwrap();
-        assert_eq!(out, "---\nstatus: draft\npoints: 5\n---\n# New\n");
+        assert_eq!(
+            out,
+            "---\nstatus: draft   # comment kept while untouched\npoints: 5\n---\n# New\n"
+        );
         let crlf = "\u{feff}# A\r\n\r\none\r\n\r\n## B\r\n\r\ntwo\r\n";
         let out = edited_text(crlf, &section("B", "append", "three")).unwrap();
         assert_eq!(
