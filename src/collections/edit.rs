@@ -244,6 +244,13 @@ pub(crate) fn apply(
             if let Some(m) = metadata {
                 merge(&mut meta, m);
             }
+            // The title is the document's H1: a body that has one says the new title too.
+            let body = match &title {
+                Some(t) if section_edit::headings(&body).iter().any(|h| h.level == 1) => {
+                    section_edit::set_title(&body, t)
+                }
+                _ => body,
+            };
             (title.or(doc.title), body, meta)
         }
         (

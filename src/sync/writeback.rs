@@ -352,10 +352,17 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
             if let Some(m) = metadata {
                 merge(&mut meta, m.clone());
             }
-            if let Some(t) = title {
-                meta.insert("title".into(), Value::String(t.trim().to_string()));
+            // The title lives where the file keeps it: its front matter's `title` when it has
+            // one (the synced title rule), else its H1 (added when there is none); no `title`
+            // key is added (docs/collections.md).
+            match title {
+                Some(t) if old_meta.contains_key("title") => {
+                    meta.insert("title".into(), Value::String(t.trim().to_string()));
+                    b
+                }
+                Some(t) => section_edit::set_title(&b, t),
+                None => b,
             }
-            b
         }
         DocEdit::Section {
             heading,
@@ -515,7 +522,7 @@ mod tests {
         .unwrap();
         assert_eq!(out, "# T\n");
         let out = edited_text("# T\n", &update(Value::Null, None, Some("New"))).unwrap();
-        assert_eq!(out, "---\ntitle: New\n---\n# T\n");
+        assert_eq!(out, "# New\n");
     }
 
     #[test]

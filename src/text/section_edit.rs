@@ -324,6 +324,28 @@ fn with_line_ends(s: &str, nl: &str) -> String {
     }
 }
 
+/// `md` with its title set to `title`: the first level-1 heading's line is rewritten (its line
+/// end kept); without one, a `# title` line and a blank line are added at the top. Nothing else
+/// moves.
+pub fn set_title(md: &str, title: &str) -> String {
+    let title = title.trim();
+    match headings(md).into_iter().find(|h| h.level == 1) {
+        Some(h) => {
+            let line = &md[h.start..h.body_start];
+            let ending = &line[line.trim_end_matches(['\n', '\r']).len()..];
+            format!("{}# {title}{ending}{}", &md[..h.start], &md[h.body_start..])
+        }
+        None => {
+            let nl = if md.contains("\r\n") { "\r\n" } else { "\n" };
+            if md.trim().is_empty() {
+                format!("# {title}{nl}")
+            } else {
+                format!("# {title}{nl}{nl}{md}")
+            }
+        }
+    }
+}
+
 /// Whether `line` (a whole line, without its line end) holds only spaces and tabs.
 fn is_blank(line: &str) -> bool {
     line.trim_matches([' ', '\t', '\r']).is_empty()
@@ -990,6 +1012,20 @@ mod tests {
         assert_eq!(
             edit("# A\nx", "A", Action::Append, Some("z"), None).unwrap(),
             "# A\nx\n\nz\n"
+        );
+    }
+
+    #[test]
+    fn set_title_rewrites_the_first_h1_or_adds_one() {
+        assert_eq!(
+            set_title("intro\n## Sub\n# Old ##\r\nx\n# Other\n", " New "),
+            "intro\n## Sub\n# New\r\nx\n# Other\n"
+        );
+        assert_eq!(set_title("## Sub\nx\n", "New"), "# New\n\n## Sub\nx\n");
+        assert_eq!(set_title("", "New"), "# New\n");
+        assert_eq!(
+            set_title("```\n# code\n```\n", "T"),
+            "# T\n\n```\n# code\n```\n"
         );
     }
 }
