@@ -1029,3 +1029,101 @@ fn a_section_edit_moves_only_that_sections_lines() {
             .replace("## A\na\n", "## A\na\n\nmore a\n")
     );
 }
+
+#[test]
+fn a_new_title_is_the_documents_h1_and_validate_agrees() {
+    let (db, dir) = synced(&[
+        (
+            "trip.md",
+            "---\nstatus: draft  # by hand\n---\n# Yosemite\n\nIntro.\n",
+        ),
+        (
+            "keeps.md",
+            "---\ntitle: Old name\nstatus: draft\n---\nBody.\n",
+        ),
+    ]);
+    let models = db.tmp.path().join("models.toml");
+    std::fs::write(
+        &models,
+        "[[model]]\nname = \"Trip\"\nprefix = \"n/\"\n\n[model.fields.status]\ntype = \"string\"\n",
+    )
+    .unwrap();
+    db.json(&["models", "load", models.to_str().unwrap()]);
+    let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).unwrap();
+    let clean = |docid: &str| {
+        let v = db.json(&["validate", docid]);
+        assert_eq!(v["valid"], true, "{v}");
+        assert_eq!(v["warnings"], json!([]), "{v}");
+    };
+    // A file without a `title` key: its H1 changes, no key is added.
+    db.json(&["doc", "update", "n/trip", "--title", "Yosemite in June"]);
+    assert_eq!(
+        read("trip.md"),
+        "---\nstatus: draft  # by hand\n---\n# Yosemite in June\n\nIntro.\n"
+    );
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "n/trip"])["title"],
+        "Yosemite in June"
+    );
+    clean("n/trip");
+    // A file that keeps its title in the front matter: that line changes.
+    db.json(&["doc", "update", "n/keeps", "--title", "New name"]);
+    assert_eq!(
+        read("keeps.md"),
+        "---\ntitle: New name\nstatus: draft\n---\nBody.\n"
+    );
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "n/keeps"])["title"],
+        "New name"
+    );
+    clean("n/keeps");
+    // A stored document: its H1 follows the title, so it is composed with one H1.
+    let file = db.tmp.path().join("stored.md");
+    std::fs::write(&file, "# Old\n\nText.\n").unwrap();
+    db.json(&[
+        "learn",
+        "--file",
+        file.to_str().unwrap(),
+        "--docid",
+        "n2/stored",
+        "--split",
+    ]);
+    db.json(&["doc", "update", "n2/stored", "--title", "New"]);
+    let content = db.json(&["content", "n2/stored"])["data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(content, "# New\n\nText.");
+}
+
+#[test]
+fn an_untitled_document_is_composed_with_one_h1() {
+    let db = TestDb::new();
+    db.json(&["learn", "# Hello\n\ntext", "--docid", "notes/untitled"]);
+    assert_eq!(
+        db.json(&["retrieve", "--docid", "notes/untitled"])["title"],
+        Value::Null
+    );
+    assert_eq!(
+        db.json(&["content", "notes/untitled"])["data"],
+        "# Hello\n\ntext"
+    );
+    // A preamble before the H1: still one H1, the document's own.
+    db.json(&["learn", "badges", "--docid", "notes/later"]);
+    db.json(&["learn", "# Later\n\nmore", "--docid", "notes/later"]);
+    let c = db.json(&["content", "notes/later"])["data"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        c.matches("\n# ").count() + usize::from(c.starts_with("# ")),
+        1,
+        "{c}"
+    );
+    // Without any H1, the title (or the docid) still heads it.
+    db.json(&["learn", "## Only a sub", "--docid", "notes/sub"]);
+    assert_eq!(
+        db.json(&["content", "notes/sub"])["data"],
+        "# notes/sub\n\n## Only a sub"
+    );
+}
