@@ -76,7 +76,8 @@ impl StoredDoc {
             parts.extend(
                 self.sections[i + 1..]
                     .iter()
-                    .take_while(|(l, _, _)| *l > level)
+                    // A section without a heading (attached text) reads as part of the one before.
+                    .take_while(|(l, _, _)| *l == 0 || *l > level)
                     .map(|(_, _, t)| t.trim_end()),
             );
         }

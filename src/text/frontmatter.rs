@@ -1944,4 +1944,79 @@ mod tests {
             "---\n'n': plain words\nok: it's\n---\n"
         );
     }
+
+    #[test]
+    fn random_rewrites_read_back_and_keep_unchanged_lines() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        // How many rewrites went line by line (YAML, TOML).
+        let mut lined = [0usize; 2];
+        for round in 0..1500 {
+            let syntax = if round % 2 == 0 {
+                Syntax::Yaml
+            } else {
+                Syntax::Toml
+            };
+            let old_meta = rng.map(1, syntax == Syntax::Yaml);
+            let text = render(syntax, &old_meta, &[]).unwrap();
+            // Comments between the keys, as people write them.
+            let text = if syntax == Syntax::Yaml && rng.below(2) == 0 {
+                text.replacen("---\n", "---\n# by hand\n\n", 1)
+            } else {
+                text
+            };
+            let (Some(old), "") = split(&text).unwrap() else {
+                panic!("{text}")
+            };
+            let mut meta = old.meta.clone();
+            let keys: Vec<String> = meta.keys().cloned().collect();
+            let mut changed = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let new = rng.map(2, syntax == Syntax::Yaml);
+                match (rng.below(3), keys.is_empty()) {
+                    (0, false) => {
+                        let k = &keys[rng.below(keys.len())];
+                        meta.remove(k);
+                        changed.push(k.clone());
+                    }
+                    (1, false) => {
+                        let k = &keys[rng.below(keys.len())];
+                        if let Some(v) = new.values().next() {
+                            meta.insert(k.clone(), v.clone());
+                            changed.push(k.clone());
+                        }
+                    }
+                    _ => {
+                        for (k, v) in new {
+                            if !meta.contains_key(&k) {
+                                meta.insert(k, v);
+                            }
+                        }
+                    }
+                }
+            }
+            let out = rewrite(&text, &old, &meta).unwrap_or_else(|e| panic!("{text}: {e}"));
+            lined[usize::from(syntax == Syntax::Toml)] +=
+                usize::from(rewrite_lines(&text, &old, &meta).is_some());
+            if meta.is_empty() && out.is_empty() {
+                continue;
+            }
+            let (Some(fm), "") = split(&out).unwrap_or_else(|e| panic!("{out}: {e}")) else {
+                panic!("{out}")
+            };
+            assert_eq!(fm.meta, meta, "{text}\n->\n{out}");
+            // The keys kept come first, in their order.
+            let kept: Vec<&String> = old
+                .key_order
+                .iter()
+                .filter(|k| meta.contains_key(*k))
+                .collect();
+            assert_eq!(
+                fm.key_order.iter().take(kept.len()).collect::<Vec<_>>(),
+                kept,
+                "{out}"
+            );
+        }
+        // Most go line by line (the others are written anew, and read back all the same).
+        assert!(lined[0] > 400 && lined[1] > 400, "{lined:?} of 750 each");
+    }
 }
