@@ -1003,7 +1003,24 @@ fn a_section_edit_moves_only_that_sections_lines() {
     // trailing spaces, blank lines at the end — stays as written.
     let text =
         "---\nk: v   # note\n---\n# T\nintro  \n\n\n\n## A\na\n\n\n## B\n\nb\n\n## C\nc\n\n\n";
-    let (db, dir) = synced(&[("odd.md", text)]);
+    // Mixed line ends (a file edited on Windows and elsewhere) stay mixed.
+    let mixed = "---\r\nk: v\n---\r\n# T\r\nintro\r\n\r\n## A\na\n\n## B\r\nb\r\n";
+    let (db, dir) = synced(&[("odd.md", text), ("mixed.md", mixed)]);
+    db.json(&[
+        "doc",
+        "section",
+        "n/mixed",
+        "A",
+        "--action",
+        "replace",
+        "--content",
+        "x",
+    ]);
+    db.json(&["doc", "update", "n/mixed", "--meta", r#"{"k": "w"}"#]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("mixed.md")).unwrap(),
+        "---\r\nk: w\r\n---\r\n# T\r\nintro\r\n\r\n## A\nx\r\n\n## B\r\nb\r\n"
+    );
     let read = || std::fs::read_to_string(dir.join("odd.md")).unwrap();
     let edit = |heading: &str, action: &str, content: &str| {
         db.json(&[

@@ -321,15 +321,18 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
         Some(r) => ("\u{feff}", r),
         None => ("", old),
     };
-    // Edited as LF text; a file written with CRLF line ends gets them back.
+    // Edited as written: the lines the edit does not touch keep their line ends (a file with
+    // mixed ones too); new text takes CRLF when the file has any.
     let crlf = rest.contains("\r\n");
-    let lf = if crlf {
-        rest.replace("\r\n", "\n")
-    } else {
-        rest.to_string()
+    let ends = |s: String| {
+        if crlf {
+            s.replace("\r\n", "\n").replace('\n', "\r\n")
+        } else {
+            s
+        }
     };
-    let (front, body) = frontmatter::split(&lf).map_err(|e| KbError::invalid("content", e))?;
-    let block = &lf[..lf.len() - body.len()];
+    let (front, body) = frontmatter::split(rest).map_err(|e| KbError::invalid("content", e))?;
+    let block = &rest[..rest.len() - body.len()];
     let old_meta = front.as_ref().map(|f| f.meta.clone()).unwrap_or_default();
     let mut meta = old_meta.clone();
     let new_body = match edit {
@@ -345,7 +348,7 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
                     if let Some(f) = f {
                         merge(&mut meta, f.meta);
                     }
-                    with_final_newline(r)
+                    ends(with_final_newline(r))
                 }
                 None => body.to_string(),
             };
@@ -392,14 +395,12 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
             frontmatter::rewrite(block, f, &meta).map_err(|e| KbError::invalid("meta", e))?
         }
         None if meta.is_empty() => String::new(),
-        None => frontmatter::render(Syntax::Yaml, &meta, &[])
-            .map_err(|e| KbError::invalid("meta", e))?,
+        None => ends(
+            frontmatter::render(Syntax::Yaml, &meta, &[])
+                .map_err(|e| KbError::invalid("meta", e))?,
+        ),
     };
-    let mut out = format!("{front_text}{new_body}");
-    if crlf {
-        out = out.replace('\n', "\r\n");
-    }
-    Ok(format!("{bom}{out}"))
+    Ok(format!("{bom}{front_text}{new_body}"))
 }
 
 /// Write `bytes` to `path` atomically: a hidden temporary file beside it (so watchers and
