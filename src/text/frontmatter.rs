@@ -534,12 +534,20 @@ fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> O
         return None;
     }
     let content = &lines[1..lines.len() - 1];
-    let spans = match old.syntax {
-        Syntax::Yaml => yaml_spans(content)?,
+    let (spans, tables) = match old.syntax {
+        Syntax::Yaml => (yaml_spans(content)?, None),
         Syntax::Toml => toml_spans(content)?,
     };
+    // TOML `[tables]` (from their first header line on) are kept as written; a change to one
+    // writes the block anew.
+    let (tables_at, table_keys) = tables.unwrap_or((content.len(), Vec::new()));
+    if table_keys.iter().any(|k| meta.get(k) != old.meta.get(k))
+        || spans.iter().any(|s| s.2 > tables_at)
+    {
+        return None;
+    }
     // Every key is delimited, and each span alone reads as its key with its value.
-    if spans.len() != old.meta.len() {
+    if spans.len() + table_keys.len() != old.meta.len() {
         return None;
     }
     for (key, a, b) in &spans {
@@ -567,12 +575,8 @@ fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> O
     out.push_str(lines[0]);
     let mut i = 0;
     // In TOML, new keys go after the last top-level key when a table follows.
-    let toml_tables = old.syntax == Syntax::Toml
-        && content[spans.iter().map(|s| s.2).max().unwrap_or(0)..]
-            .iter()
-            .any(|l| l.trim_start().starts_with('['));
-    let new_keys_at = if toml_tables {
-        spans.iter().map(|s| s.2).max().unwrap_or(0)
+    let new_keys_at = if tables_at < content.len() {
+        spans.iter().map(|s| s.2).max().unwrap_or(tables_at)
     } else {
         content.len()
     };
@@ -624,16 +628,24 @@ fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> O
     {
         return Some(String::new());
     }
+    // The order it must read back in: the keys kept, the new ones, then TOML's tables.
+    let in_tables = |k: &str| table_keys.iter().any(|t| t == k);
     let mut order: Vec<&str> = old
         .key_order
         .iter()
         .map(String::as_str)
-        .filter(|k| meta.contains_key(*k))
+        .filter(|k| meta.contains_key(*k) && !in_tables(k))
         .collect();
     order.extend(
         meta.keys()
             .map(String::as_str)
             .filter(|k| !old.meta.contains_key(*k)),
+    );
+    order.extend(
+        old.key_order
+            .iter()
+            .map(String::as_str)
+            .filter(|k| in_tables(k)),
     );
     let check = format!("{out}{}", if out.ends_with('\n') { "" } else { "\n" });
     match split(&check) {
@@ -695,29 +707,35 @@ fn yaml_spans(content: &[&str]) -> Option<Vec<(String, usize, usize)>> {
 }
 
 /// The top-level `key = value` entries of TOML front matter lines, from the parser's spans:
-/// (key, first line, end line). None when a key has no value span (a `[table]`) that can be
-/// delimited so; the caller checks each entry alone.
-fn toml_spans(content: &[&str]) -> Option<Vec<(String, usize, usize)>> {
+/// (key, first line, end line), the caller checks each entry alone; and, when there are
+/// `[table]` sections, the line of the first header and the keys they define.
+type TomlSpans = (Vec<(String, usize, usize)>, Option<(usize, Vec<String>)>);
+
+fn toml_spans(content: &[&str]) -> Option<TomlSpans> {
     let src = content.concat();
     let doc = toml::de::DeTable::parse(&src).ok()?;
     let line_of = |at: usize| src[..at.min(src.len())].matches('\n').count();
     let mut spans = Vec::new();
+    let mut tables: Option<(usize, Vec<String>)> = None;
     for (k, v) in doc.get_ref().iter() {
         let (ks, ve) = (k.span().start, v.span().end);
+        let a = line_of(ks);
+        if content.get(a)?.trim_start().starts_with('[') {
+            let t = tables.get_or_insert((a, Vec::new()));
+            t.0 = t.0.min(a);
+            t.1.push(k.get_ref().to_string());
+            continue;
+        }
         if ve <= ks {
             return None;
         }
-        let (a, b) = (line_of(ks), line_of(ve.saturating_sub(1)) + 1);
-        if content[a].trim_start().starts_with('[') {
-            return None;
-        }
-        spans.push((k.get_ref().to_string(), a, b));
+        spans.push((k.get_ref().to_string(), a, line_of(ve - 1) + 1));
     }
     spans.sort_by_key(|s| s.1);
     if spans.windows(2).any(|w| w[0].2 > w[1].1) {
         return None;
     }
-    Some(spans)
+    Some((spans, tables))
 }
 
 /// A YAML `key: value` written anew, in the style of the lines it replaces (`like`): a flow
@@ -1887,10 +1905,16 @@ mod tests {
             edited(block, json!({"keep": 2})),
             "---\nbase:\n  x: 1\nother:\n  x: 1\nkeep: 2\n---\n"
         );
-        let toml = "+++\na = 1\n[t]\nb = 2\n+++\n";
+        // A change to a TOML table is written anew; the keys before the tables are edited in
+        // place, new keys go before the first table, the tables stay as written.
+        let toml = "+++\na = 1  # one\n# the table\n[t]\nb = 2  # two\n+++\n";
         assert_eq!(
-            edited(toml, json!({"a": 3})),
-            "+++\na = 3\n\n[t]\nb = 2\n+++\n"
+            edited(toml, json!({"t": {"b": 3}})),
+            "+++\na = 1\n\n[t]\nb = 3\n+++\n"
+        );
+        assert_eq!(
+            edited(toml, json!({"a": 3, "new": "x"})),
+            "+++\na = 3\nnew = \"x\"\n# the table\n[t]\nb = 2  # two\n+++\n"
         );
     }
 
@@ -2004,14 +2028,18 @@ mod tests {
                 panic!("{out}")
             };
             assert_eq!(fm.meta, meta, "{text}\n->\n{out}");
-            // The keys kept come first, in their order.
+            // The keys kept stay in their order (new ones come after them, or in TOML before
+            // the tables).
             let kept: Vec<&String> = old
                 .key_order
                 .iter()
                 .filter(|k| meta.contains_key(*k))
                 .collect();
             assert_eq!(
-                fm.key_order.iter().take(kept.len()).collect::<Vec<_>>(),
+                fm.key_order
+                    .iter()
+                    .filter(|k| old.meta.contains_key(*k))
+                    .collect::<Vec<_>>(),
                 kept,
                 "{out}"
             );
