@@ -580,6 +580,11 @@ fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> O
     } else {
         content.len()
     };
+    // The span starting at each line, if any.
+    let mut starts: Vec<Option<usize>> = vec![None; content.len()];
+    for (n, (_, a, _)) in spans.iter().enumerate() {
+        starts[*a] = Some(n);
+    }
     let mut appended = false;
     let append_new = |out: &mut String| -> Option<()> {
         if !out.ends_with('\n') {
@@ -598,7 +603,7 @@ fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> O
         if i == content.len() {
             break;
         }
-        match spans.iter().find(|(_, a, _)| *a == i) {
+        match starts[i].map(|n| &spans[n]) {
             Some((key, a, b)) => {
                 match meta.get(key) {
                     None => {}
@@ -2046,5 +2051,19 @@ mod tests {
         }
         // Most go line by line (the others are written anew, and read back all the same).
         assert!(lined[0] > 400 && lined[1] > 400, "{lined:?} of 750 each");
+    }
+
+    #[test]
+    fn a_large_block_is_edited_line_by_line() {
+        // Near the 64 KiB limit: 4,500 keys, one changed.
+        let mut block = String::from("---\n");
+        for i in 0..4500 {
+            block.push_str(&format!("k{i}: v  # c\n"));
+        }
+        block.push_str("---\n");
+        assert!(block.len() < MAX_BYTES);
+        // (About 0.4 s in a debug build: two small parses per key and one of the whole.)
+        let out = edited(&block, json!({"k2999": "w"}));
+        assert_eq!(out, block.replace("k2999: v  # c\n", "k2999: w\n"));
     }
 }
