@@ -324,12 +324,12 @@ fn with_line_ends(s: &str, nl: &str) -> String {
     }
 }
 
-/// `md` with its title set to `title`: the first level-1 heading's line is rewritten (its line
-/// end kept); without one, a `# title` line and a blank line are added at the top. Nothing else
-/// moves.
+/// `md` with its title set to `title`. The title of markdown is its first heading (the synced
+/// title rule): when that is an H1, its line is rewritten (its line end kept); otherwise a
+/// `# title` line and a blank line are added at the top. Nothing else moves.
 pub fn set_title(md: &str, title: &str) -> String {
     let title = title.trim();
-    match headings(md).into_iter().find(|h| h.level == 1) {
+    match headings(md).into_iter().next().filter(|h| h.level == 1) {
         Some(h) => {
             let line = &md[h.start..h.body_start];
             let ending = &line[line.trim_end_matches(['\n', '\r']).len()..];
@@ -1018,8 +1018,13 @@ mod tests {
     #[test]
     fn set_title_rewrites_the_first_h1_or_adds_one() {
         assert_eq!(
-            set_title("intro\n## Sub\n# Old ##\r\nx\n# Other\n", " New "),
-            "intro\n## Sub\n# New\r\nx\n# Other\n"
+            set_title("intro\n# Old ##\r\nx\n# Other\n", " New "),
+            "intro\n# New\r\nx\n# Other\n"
+        );
+        // A first heading that is no H1 stays; the new H1 comes first.
+        assert_eq!(
+            set_title("## Sub\n# Later\n", "New"),
+            "# New\n\n## Sub\n# Later\n"
         );
         assert_eq!(set_title("## Sub\nx\n", "New"), "# New\n\n## Sub\nx\n");
         assert_eq!(set_title("", "New"), "# New\n");
