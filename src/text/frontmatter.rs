@@ -754,13 +754,13 @@ fn yaml_key_like(key: &str, v: &Value, like: Option<&str>) -> Option<String> {
     let mut out = String::new();
     match (style, v) {
         (Some('[' | '{'), Value::Array(_) | Value::Object(_)) if single_line => {
-            yaml_scalar_string(key, 0, &mut out);
+            yaml_key(key, &mut out);
             out.push_str(": ");
             yaml_flow(v, &mut out).ok()?;
             out.push('\n');
         }
         (Some('"'), Value::String(s)) if single_line => {
-            yaml_scalar_string(key, 0, &mut out);
+            yaml_key(key, &mut out);
             out.push_str(": ");
             yaml_quoted(s, &mut out);
             out.push('\n');
@@ -768,7 +768,7 @@ fn yaml_key_like(key: &str, v: &Value, like: Option<&str>) -> Option<String> {
         (Some('\''), Value::String(s))
             if single_line && s.chars().all(|c| yaml_printable(c) && c != '\t') =>
         {
-            yaml_scalar_string(key, 0, &mut out);
+            yaml_key(key, &mut out);
             out.push_str(": '");
             out.push_str(&s.replace('\'', "''"));
             out.push_str("'\n");
@@ -844,7 +844,7 @@ fn yaml_entry(
     out: &mut String,
 ) -> Result<(), FrontMatterError> {
     out.push_str(&" ".repeat(indent));
-    yaml_scalar_string(key, indent, out);
+    yaml_key(key, out);
     out.push(':');
     yaml_value_after(v, indent, out)
 }
@@ -943,6 +943,15 @@ fn yaml_plain_ok(s: &str) -> bool {
         "y", "yes", "n", "no", "true", "false", "on", "off", "null", "nan", "inf",
     ];
     !WORDS.contains(&s.to_ascii_lowercase().as_str())
+}
+
+/// A mapping key: plain when that is safe, else quoted on one line (never a block scalar).
+fn yaml_key(s: &str, out: &mut String) {
+    if s.contains('\n') {
+        yaml_quoted(s, out);
+    } else {
+        yaml_scalar_string(s, 0, out);
+    }
 }
 
 /// A string as a scalar: plain when that is safe, a literal block (`|`) for printable
@@ -2065,5 +2074,18 @@ mod tests {
         // (About 0.4 s in a debug build: two small parses per key and one of the whole.)
         let out = edited(&block, json!({"k2999": "w"}));
         assert_eq!(out, block.replace("k2999: v  # c\n", "k2999: w\n"));
+    }
+
+    #[test]
+    fn multi_line_keys_are_quoted_on_one_line() {
+        let meta = obj(json!({"a\nb": "x\ny"}));
+        assert_eq!(
+            render(Syntax::Yaml, &meta, &[]).unwrap(),
+            "---\n\"a\\nb\": |-\n  x\n  y\n---\n"
+        );
+        assert_eq!(
+            edited("---\nk: 1  # c\n---\n", json!({"a\nb": "z"})),
+            "---\nk: 1  # c\n\"a\\nb\": z\n---\n"
+        );
     }
 }
