@@ -63,13 +63,18 @@ pub(crate) fn compose(t: &ReadTables, ids: &[String]) -> Result<String> {
                 rendered.push(render_section(kbid, &rec, &bytes, "##"));
             }
         }
-        // The title line, unless the first section already opens with that very heading.
+        // One H1: the title line only when no section of the document opens with an H1 of
+        // its own (an untitled document whose first section is `# Heading` gets no second one),
+        // or when the first one is that very title at another level.
+        let opens_with = |r: &String| r.lines().next().and_then(atx_heading);
+        let has_h1 = rendered
+            .iter()
+            .any(|r| opens_with(r).is_some_and(|(level, _)| level == 1));
         let opens_with_title = rendered
             .first()
-            .and_then(|r| r.lines().next())
-            .and_then(atx_heading)
+            .and_then(opens_with)
             .is_some_and(|(_, h)| h == title);
-        if !opens_with_title {
+        if !has_h1 && !opens_with_title {
             rendered.insert(0, format!("# {title}"));
         }
         parts.push(rendered.join("\n\n"));

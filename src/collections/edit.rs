@@ -244,6 +244,16 @@ pub(crate) fn apply(
             if let Some(m) = metadata {
                 merge(&mut meta, m);
             }
+            // The title is the document's H1: a body that opens with one says the new title.
+            let opens_with_h1 = |b: &str| {
+                section_edit::headings(b)
+                    .first()
+                    .is_some_and(|h| h.level == 1)
+            };
+            let body = match &title {
+                Some(t) if opens_with_h1(&body) => section_edit::set_title(&body, t),
+                _ => body,
+            };
             (title.or(doc.title), body, meta)
         }
         (

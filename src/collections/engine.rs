@@ -79,6 +79,34 @@ impl StoredDoc {
         }
     }
 
+    /// The text of the section at `i` with its sub-sections: it runs up to the next section
+    /// of the same or a higher level (a lower number), as `update_section` counts it.
+    fn section_with_children(&self, i: usize) -> String {
+        let level = self.sections[i].0;
+        let mut parts = vec![self.sections[i].2.trim_end()];
+        if level > 0 {
+            parts.extend(
+                self.sections[i + 1..]
+                    .iter()
+                    // A section without a heading (attached text) reads as part of the one before.
+                    .take_while(|(l, _, _)| *l == 0 || *l > level)
+                    .map(|(_, _, t)| t.trim_end()),
+            );
+        }
+        parts.join("\n\n")
+    }
+
+    /// The first heading section whose heading matches `heading` (case-insensitive, runs of
+    /// spaces collapsed, a leading `#…` marker ignored), by its index.
+    fn find_heading(&self, heading: &str) -> Option<usize> {
+        let wanted = crate::text::section_edit::wanted(heading);
+        wanted.iter().find_map(|w| {
+            self.sections
+                .iter()
+                .position(|(l, h, _)| *l > 0 && crate::text::section_edit::normalized(h) == *w)
+        })
+    }
+
     fn markdown(&self) -> String {
         let mut s = self
             .sections
@@ -287,13 +315,10 @@ impl Kb {
         if !sections.is_empty() {
             let mut m = Map::new();
             for want in &sections {
-                let hit = doc
-                    .sections
-                    .iter()
-                    .find(|(_, h, _)| h.trim().eq_ignore_ascii_case(want.trim()));
+                let hit = doc.find_heading(want);
                 m.insert(
                     want.clone(),
-                    hit.map(|(_, _, t)| Value::String(section_body(t)))
+                    hit.map(|i| Value::String(section_body(&doc.section_with_children(i))))
                         .unwrap_or(Value::Null),
                 );
             }
@@ -633,10 +658,11 @@ impl Kb {
         let input = doc.input(docid, &inputs);
         let exists = |d: &str| ix.docs.contains_key(d);
         let mut sections = Map::new();
-        for (_, h, t) in doc.sections.iter().filter(|(l, _, _)| *l > 0) {
-            sections
-                .entry(h.clone())
-                .or_insert_with(|| Value::String(section_body(t)));
+        for (i, (l, h, _)) in doc.sections.iter().enumerate() {
+            if *l > 0 && !sections.contains_key(h) {
+                let text = section_body(&doc.section_with_children(i));
+                sections.insert(h.clone(), Value::String(text));
+            }
         }
         v["sections"] = Value::Object(sections);
         v["relationships"] =
@@ -647,13 +673,12 @@ impl Kb {
         Ok(v)
     }
 
-    /// One section of a document by heading (case-insensitive; the first that matches).
+    /// One section of a document by heading (case-insensitive; the first that matches), with
+    /// its sub-sections.
     pub fn section_by_heading(&self, docid: &str, heading: &str) -> Result<String> {
         let doc = self.read_stored_doc(docid)?;
-        doc.sections
-            .iter()
-            .find(|(l, h, _)| *l > 0 && h.trim().eq_ignore_ascii_case(heading.trim()))
-            .map(|(_, _, t)| t.clone())
+        doc.find_heading(heading)
+            .map(|i| doc.section_with_children(i))
             .ok_or_else(|| {
                 KbError::NotFound(format!(
                     "{docid} has no section {heading:?}; its headings are: {}",

@@ -1152,7 +1152,9 @@ pub fn validate(set: &ModelSet, doc: &DocInput<'_>, exists: &dyn Fn(&str) -> boo
 
     if !model.is_base() {
         for key in doc.meta.keys() {
+            // `title` is the document's title where a file keeps it (docs/collections.md).
             if key.starts_with('_')
+                || key == "title"
                 || model.field(key).is_some()
                 || model.relationship_fields().any(|f| f == key)
             {

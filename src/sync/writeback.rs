@@ -393,15 +393,18 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
         Some(r) => ("\u{feff}", r),
         None => ("", old),
     };
-    // Edited as LF text; a file written with CRLF line ends gets them back.
+    // Edited as written: the lines the edit does not touch keep their line ends (a file with
+    // mixed ones too); new text takes CRLF when the file has any.
     let crlf = rest.contains("\r\n");
-    let lf = if crlf {
-        rest.replace("\r\n", "\n")
-    } else {
-        rest.to_string()
+    let ends = |s: String| {
+        if crlf {
+            s.replace("\r\n", "\n").replace('\n', "\r\n")
+        } else {
+            s
+        }
     };
-    let (front, body) = frontmatter::split(&lf).map_err(|e| KbError::invalid("content", e))?;
-    let block = &lf[..lf.len() - body.len()];
+    let (front, body) = frontmatter::split(rest).map_err(|e| KbError::invalid("content", e))?;
+    let block = &rest[..rest.len() - body.len()];
     let old_meta = front.as_ref().map(|f| f.meta.clone()).unwrap_or_default();
     let mut meta = old_meta.clone();
     let new_body = match edit {
@@ -417,17 +420,24 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
                     if let Some(f) = f {
                         merge(&mut meta, f.meta);
                     }
-                    with_final_newline(r)
+                    ends(with_final_newline(r))
                 }
                 None => body.to_string(),
             };
             if let Some(m) = metadata {
                 merge(&mut meta, m.clone());
             }
-            if let Some(t) = title {
-                meta.insert("title".into(), Value::String(t.trim().to_string()));
+            // The title lives where the file keeps it: its front matter's `title` when it has
+            // one (the synced title rule), else its H1 (added when there is none); no `title`
+            // key is added (docs/collections.md).
+            match title {
+                Some(t) if old_meta.contains_key("title") => {
+                    meta.insert("title".into(), Value::String(t.trim().to_string()));
+                    b
+                }
+                Some(t) => section_edit::set_title(&b, t),
+                None => b,
             }
-            b
         }
         DocEdit::Section {
             heading,
@@ -450,22 +460,19 @@ pub(crate) fn edited_text(old: &str, edit: &DocEdit) -> Result<String> {
             return Err(KbError::Storage("not a text edit".into()));
         }
     };
+    // Only the lines of the keys that changed move (frontmatter::rewrite).
     let front_text = match &front {
         Some(_) if meta == old_meta => block.to_string(),
-        _ if meta.is_empty() => String::new(),
-        f => {
-            let (syntax, order) = match f {
-                Some(f) => (f.syntax, f.key_order.clone()),
-                None => (Syntax::Yaml, Vec::new()),
-            };
-            frontmatter::render(syntax, &meta, &order).map_err(|e| KbError::invalid("meta", e))?
+        Some(f) => {
+            frontmatter::rewrite(block, f, &meta).map_err(|e| KbError::invalid("meta", e))?
         }
+        None if meta.is_empty() => String::new(),
+        None => ends(
+            frontmatter::render(Syntax::Yaml, &meta, &[])
+                .map_err(|e| KbError::invalid("meta", e))?,
+        ),
     };
-    let mut out = format!("{front_text}{new_body}");
-    if crlf {
-        out = out.replace('\n', "\r\n");
-    }
-    Ok(format!("{bom}{out}"))
+    Ok(format!("{bom}{front_text}{new_body}"))
 }
 
 /// The synced file as the edit read it: the open file, its status after the read, the hash of
@@ -907,7 +914,7 @@ mod tests {
         .unwrap();
         assert_eq!(out, "# T\n");
         let out = edited_text("# T\n", &update(Value::Null, None, Some("New"))).unwrap();
-        assert_eq!(out, "---\ntitle: New\n---\n# T\n");
+        assert_eq!(out, "# New\n");
     }
 
     #[test]
@@ -917,7 +924,10 @@ mod tests {
             &update(Value::Null, Some("---\npoints: 5\n---\n# New"), None),
         )
         .unwrap();
-        assert_eq!(out, "---\nstatus: draft\npoints: 5\n---\n# New\n");
+        assert_eq!(
+            out,
+            "---\nstatus: draft   # comment kept while untouched\npoints: 5\n---\n# New\n"
+        );
         let crlf = "\u{feff}# A\r\n\r\none\r\n\r\n## B\r\n\r\ntwo\r\n";
         let out = edited_text(crlf, &section("B", "append", "three")).unwrap();
         assert_eq!(

@@ -494,6 +494,303 @@ pub fn render(
     }
 }
 
+/// The front matter block `block` (fences included, as written, LF or CRLF line ends; it read
+/// as `old`) rewritten for the metadata `meta`, touching only the lines of the keys that
+/// changed: a key whose value is unchanged keeps its lines byte for byte, and so do comments,
+/// blank lines, quoting and key order; a changed key's lines are replaced by the key written
+/// anew (a flow `[…]`/`{…}` value stays in flow style, a quoted string keeps its quote kind);
+/// a removed key's lines go; new keys come at the end of the block (in TOML, after the last
+/// top-level key, before any `[table]`). When a block cannot be edited line by line — YAML
+/// anchors or merge keys, a key kbdb cannot delimit — it is written anew as [`render`] does,
+/// in its syntax and key order. Returns "" when no key and no comment is left.
+pub fn rewrite(
+    block: &str,
+    old: &FrontMatter,
+    meta: &Map<String, Value>,
+) -> Result<String, FrontMatterError> {
+    if let Some(text) = rewrite_lines(block, old, meta) {
+        return Ok(text);
+    }
+    if meta.is_empty() {
+        return Ok(String::new());
+    }
+    let text = render(old.syntax, meta, &old.key_order)?;
+    Ok(if block.contains("\r\n") {
+        text.replace('\n', "\r\n")
+    } else {
+        text
+    })
+}
+
+/// The line-by-line rewrite, or None when the block cannot be edited so (checked: the result
+/// must read back to `meta` with the old keys in their order, new keys last).
+fn rewrite_lines(block: &str, old: &FrontMatter, meta: &Map<String, Value>) -> Option<String> {
+    let nl = if block.contains("\r\n") { "\r\n" } else { "\n" };
+    // The block's lines with their line ends; the first and the last are the fences.
+    let lines: Vec<&str> = block.split_inclusive('\n').collect();
+    if lines.len() < 2
+        || fence_of(lines[lines.len() - 1].trim_end_matches('\n')) != Some(old.syntax)
+    {
+        return None;
+    }
+    let content = &lines[1..lines.len() - 1];
+    let (spans, tables) = match old.syntax {
+        Syntax::Yaml => (yaml_spans(content)?, None),
+        Syntax::Toml => toml_spans(content)?,
+    };
+    // TOML `[tables]` (from their first header line on) are kept as written; a change to one
+    // writes the block anew.
+    let (tables_at, table_keys) = tables.unwrap_or((content.len(), Vec::new()));
+    if table_keys.iter().any(|k| meta.get(k) != old.meta.get(k))
+        || spans.iter().any(|s| s.2 > tables_at)
+    {
+        return None;
+    }
+    // Every key is delimited, and each span alone reads as its key with its value.
+    if spans.len() + table_keys.len() != old.meta.len() {
+        return None;
+    }
+    for (key, a, b) in &spans {
+        let alone: String = format!("\n{}", content[*a..*b].concat());
+        let (m, _) = match old.syntax {
+            Syntax::Yaml => parse_yaml(&alone).ok()?,
+            Syntax::Toml => parse_toml(&alone).ok()?,
+        };
+        if m.len() != 1 || m.get(key) != old.meta.get(key) {
+            return None;
+        }
+    }
+    let new_key = |k: &str, v: &Value, like: Option<&str>| -> Option<String> {
+        let text = match old.syntax {
+            Syntax::Yaml => yaml_key_like(k, v, like)?,
+            Syntax::Toml => toml_key_line(k, v)?,
+        };
+        Some(if nl == "\n" {
+            text
+        } else {
+            text.replace('\n', nl)
+        })
+    };
+    let mut out = String::with_capacity(block.len() + 64);
+    out.push_str(lines[0]);
+    let mut i = 0;
+    // In TOML, new keys go after the last top-level key when a table follows.
+    let new_keys_at = if tables_at < content.len() {
+        spans.iter().map(|s| s.2).max().unwrap_or(tables_at)
+    } else {
+        content.len()
+    };
+    // The span starting at each line, if any.
+    let mut starts: Vec<Option<usize>> = vec![None; content.len()];
+    for (n, (_, a, _)) in spans.iter().enumerate() {
+        starts[*a] = Some(n);
+    }
+    let mut appended = false;
+    let append_new = |out: &mut String| -> Option<()> {
+        if !out.ends_with('\n') {
+            out.push_str(nl);
+        }
+        for (k, v) in meta.iter().filter(|(k, _)| !old.meta.contains_key(*k)) {
+            out.push_str(&new_key(k, v, None)?);
+        }
+        Some(())
+    };
+    while i <= content.len() {
+        if i == new_keys_at && !appended {
+            append_new(&mut out)?;
+            appended = true;
+        }
+        if i == content.len() {
+            break;
+        }
+        match starts[i].map(|n| &spans[n]) {
+            Some((key, a, b)) => {
+                match meta.get(key) {
+                    None => {}
+                    Some(v) if Some(v) == old.meta.get(key) => {
+                        out.push_str(&content[*a..*b].concat())
+                    }
+                    Some(v) => out.push_str(&new_key(key, v, Some(&content[*a..*b].concat()))?),
+                }
+                i = *b;
+            }
+            None => {
+                out.push_str(content[i]);
+                i += 1;
+            }
+        }
+    }
+    if !out.ends_with('\n') {
+        out.push_str(nl);
+    }
+    out.push_str(lines[lines.len() - 1]);
+    // Nothing left but blank lines: no front matter at all.
+    if meta.is_empty()
+        && out
+            .split_inclusive('\n')
+            .skip(1)
+            .all(|l| fence_of(l.trim_end_matches('\n')).is_some() || l.trim().is_empty())
+    {
+        return Some(String::new());
+    }
+    // The order it must read back in: the keys kept, the new ones, then TOML's tables.
+    let in_tables = |k: &str| table_keys.iter().any(|t| t == k);
+    let mut order: Vec<&str> = old
+        .key_order
+        .iter()
+        .map(String::as_str)
+        .filter(|k| meta.contains_key(*k) && !in_tables(k))
+        .collect();
+    order.extend(
+        meta.keys()
+            .map(String::as_str)
+            .filter(|k| !old.meta.contains_key(*k)),
+    );
+    order.extend(
+        old.key_order
+            .iter()
+            .map(String::as_str)
+            .filter(|k| in_tables(k)),
+    );
+    let check = format!("{out}{}", if out.ends_with('\n') { "" } else { "\n" });
+    match split(&check) {
+        Ok((Some(fm), ""))
+            if fm.meta == *meta
+                && fm
+                    .key_order
+                    .iter()
+                    .map(String::as_str)
+                    .eq(order.iter().copied()) =>
+        {
+            Some(out)
+        }
+        _ => None,
+    }
+}
+
+/// The top-level keys of YAML front matter lines: (key, first line, end line). A key starts at
+/// a line at column 0 that is not a comment; it runs over the indented lines (and `- ` items)
+/// after it, blank lines between them included, trailing blank lines not.
+fn yaml_spans(content: &[&str]) -> Option<Vec<(String, usize, usize)>> {
+    let mut spans = Vec::new();
+    let mut i = 0;
+    let continues =
+        |l: &str| l.starts_with([' ', '\t']) || l.trim_end() == "-" || l.starts_with("- ");
+    while i < content.len() {
+        let l = content[i];
+        if l.trim().is_empty() || l.starts_with('#') {
+            i += 1;
+            continue;
+        }
+        if continues(l) || l.starts_with(['&', '*', '?', '!', '<', '%']) || l.trim_end() == "..." {
+            return None;
+        }
+        let start = i;
+        let mut last = i;
+        i += 1;
+        while i < content.len() {
+            let l = content[i];
+            if l.trim().is_empty() {
+                i += 1;
+            } else if continues(l) {
+                last = i;
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        i = last + 1;
+        let alone = format!("\n{}", content[start..i].concat());
+        let (m, _) = parse_yaml(&alone).ok()?;
+        let key = m.keys().next()?.clone();
+        if key == "<<" {
+            return None;
+        }
+        spans.push((key, start, i));
+    }
+    Some(spans)
+}
+
+/// The top-level `key = value` entries of TOML front matter lines, from the parser's spans:
+/// (key, first line, end line), the caller checks each entry alone; and, when there are
+/// `[table]` sections, the line of the first header and the keys they define.
+type TomlSpans = (Vec<(String, usize, usize)>, Option<(usize, Vec<String>)>);
+
+fn toml_spans(content: &[&str]) -> Option<TomlSpans> {
+    let src = content.concat();
+    let doc = toml::de::DeTable::parse(&src).ok()?;
+    let line_of = |at: usize| src[..at.min(src.len())].matches('\n').count();
+    let mut spans = Vec::new();
+    let mut tables: Option<(usize, Vec<String>)> = None;
+    for (k, v) in doc.get_ref().iter() {
+        let (ks, ve) = (k.span().start, v.span().end);
+        let a = line_of(ks);
+        if content.get(a)?.trim_start().starts_with('[') {
+            let t = tables.get_or_insert((a, Vec::new()));
+            t.0 = t.0.min(a);
+            t.1.push(k.get_ref().to_string());
+            continue;
+        }
+        if ve <= ks {
+            return None;
+        }
+        spans.push((k.get_ref().to_string(), a, line_of(ve - 1) + 1));
+    }
+    spans.sort_by_key(|s| s.1);
+    if spans.windows(2).any(|w| w[0].2 > w[1].1) {
+        return None;
+    }
+    Some((spans, tables))
+}
+
+/// A YAML `key: value` written anew, in the style of the lines it replaces (`like`): a flow
+/// collection stays flow, a quoted string keeps its kind of quotes.
+fn yaml_key_like(key: &str, v: &Value, like: Option<&str>) -> Option<String> {
+    let style = like
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, rest)| rest.trim_start().chars().next())
+        .unwrap_or(None);
+    let single_line = like.is_some_and(|l| l.trim_end().lines().count() == 1);
+    let mut out = String::new();
+    match (style, v) {
+        (Some('[' | '{'), Value::Array(_) | Value::Object(_)) if single_line => {
+            yaml_key(key, &mut out);
+            out.push_str(": ");
+            yaml_flow(v, &mut out).ok()?;
+            out.push('\n');
+        }
+        (Some('"'), Value::String(s)) if single_line => {
+            yaml_key(key, &mut out);
+            out.push_str(": ");
+            yaml_quoted(s, &mut out);
+            out.push('\n');
+        }
+        (Some('\''), Value::String(s))
+            if single_line && s.chars().all(|c| yaml_printable(c) && c != '\t') =>
+        {
+            yaml_key(key, &mut out);
+            out.push_str(": '");
+            out.push_str(&s.replace('\'', "''"));
+            out.push_str("'\n");
+        }
+        _ => {
+            json_to_yaml(v, 2, key).ok()?;
+            yaml_entry(key, v, 0, &mut out).ok()?;
+        }
+    }
+    Some(out)
+}
+
+/// A TOML `key = value` line (tables inline, strings on one line).
+fn toml_key_line(key: &str, v: &Value) -> Option<String> {
+    let t = json_to_toml(v, 2, key).ok()?;
+    let mut out = toml_key(key);
+    out.push_str(" = ");
+    toml_inline(&t, &mut out);
+    out.push('\n');
+    Some(out)
+}
+
 fn verify(
     syntax: Syntax,
     text: &str,
@@ -529,26 +826,167 @@ fn verify(
 }
 
 fn render_yaml(meta: &Map<String, Value>, order: &[&str]) -> Result<String, FrontMatterError> {
-    let mut mapping = yaml_serde::Mapping::new();
-    for &k in order {
-        let v = json_to_yaml(&meta[k], 2, k)?;
-        mapping.insert(yaml_serde::Value::String(k.to_string()), v);
-    }
     let mut out = String::from("---\n");
-    if !mapping.is_empty() {
-        let inner = yaml_serde::to_string(&yaml_serde::Value::Mapping(mapping)).map_err(|e| {
-            FrontMatterError::Render {
-                syntax: Syntax::Yaml,
-                message: e.to_string(),
-            }
-        })?;
-        out.push_str(&inner);
-        if !out.ends_with('\n') {
-            out.push('\n');
-        }
+    for &k in order {
+        // Checks the depth and the numbers first.
+        json_to_yaml(&meta[k], 2, k)?;
+        yaml_entry(k, &meta[k], 0, &mut out)?;
     }
     out.push_str("---\n");
     Ok(out)
+}
+
+/// `key: value` at `indent` spaces, nested mappings and sequences in block style.
+fn yaml_entry(
+    key: &str,
+    v: &Value,
+    indent: usize,
+    out: &mut String,
+) -> Result<(), FrontMatterError> {
+    out.push_str(&" ".repeat(indent));
+    yaml_key(key, out);
+    out.push(':');
+    yaml_value_after(v, indent, out)
+}
+
+/// A value after `key:` or `- `: nested collections on the next lines, scalars on this one.
+fn yaml_value_after(v: &Value, indent: usize, out: &mut String) -> Result<(), FrontMatterError> {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            for (k, item) in m {
+                yaml_entry(k, item, indent + 2, out)?;
+            }
+        }
+        // A sequence under a key sits at the key's own indentation (`tags:\n- a`).
+        Value::Array(items) if !items.is_empty() => {
+            out.push('\n');
+            for item in items {
+                yaml_item(item, indent, out)?;
+            }
+        }
+        _ => {
+            out.push(' ');
+            yaml_inline(v, indent, out)?;
+            out.push('\n');
+        }
+    }
+    Ok(())
+}
+
+/// `- item` at `indent` spaces; a mapping or sequence item starts on the dash's line.
+fn yaml_item(v: &Value, indent: usize, out: &mut String) -> Result<(), FrontMatterError> {
+    out.push_str(&" ".repeat(indent));
+    out.push('-');
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            let mut inner = String::new();
+            for (k, item) in m {
+                yaml_entry(k, item, indent + 2, &mut inner)?;
+            }
+            out.push(' ');
+            out.push_str(&inner[indent + 2..]);
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let mut inner = String::new();
+            for item in items {
+                yaml_item(item, indent + 2, &mut inner)?;
+            }
+            out.push(' ');
+            out.push_str(&inner[indent + 2..]);
+        }
+        _ => {
+            out.push(' ');
+            yaml_inline(v, indent, out)?;
+            out.push('\n');
+        }
+    }
+    Ok(())
+}
+
+/// A scalar (or an empty collection) written on the current line.
+fn yaml_inline(v: &Value, indent: usize, out: &mut String) -> Result<(), FrontMatterError> {
+    match v {
+        Value::String(s) => yaml_scalar_string(s, indent, out),
+        Value::Array(_) => out.push_str("[]"),
+        Value::Object(_) => out.push_str("{}"),
+        scalar => yaml_flow(scalar, out)?,
+    }
+    Ok(())
+}
+
+/// A character YAML takes as printable and no reader takes as a line break.
+fn yaml_printable(c: char) -> bool {
+    matches!(c, '\t' | ' '..='~' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fefe}' | '\u{ff00}'..='\u{fffd}')
+        || c >= '\u{10000}'
+}
+
+/// Whether `s` may be written as a plain (unquoted) scalar and read back as this very string
+/// by every YAML reader — YAML 1.2 and 1.1 (PyYAML, js-yaml), which read `yes`, `on`, `~`,
+/// `2024-01-31`, `0x1F`, `1_000` or `12:30` as booleans, nulls, dates and numbers. Strings
+/// that start like a number, or are one of those words, are quoted, as is anything with an
+/// indicator character where YAML would read one.
+fn yaml_plain_ok(s: &str) -> bool {
+    let Some(first) = s.chars().next() else {
+        return false;
+    };
+    if s.trim() != s || !s.chars().all(|c| yaml_printable(c) && c != '\t') {
+        return false;
+    }
+    if "-?:,[]{}#&*!|>'\"%@`+.=<~".contains(first) || first.is_ascii_digit() {
+        return false;
+    }
+    if s.contains(": ") || s.contains(" #") || s.ends_with(':') {
+        return false;
+    }
+    const WORDS: &[&str] = &[
+        "y", "yes", "n", "no", "true", "false", "on", "off", "null", "nan", "inf",
+    ];
+    !WORDS.contains(&s.to_ascii_lowercase().as_str())
+}
+
+/// A mapping key: plain when that is safe, else quoted on one line (never a block scalar).
+fn yaml_key(s: &str, out: &mut String) {
+    if s.contains('\n') {
+        yaml_quoted(s, out);
+    } else {
+        yaml_scalar_string(s, 0, out);
+    }
+}
+
+/// A string as a scalar: plain when that is safe, a literal block (`|`) for printable
+/// multi-line text, single-quoted when no escape is needed, else double-quoted with escapes.
+fn yaml_scalar_string(s: &str, indent: usize, out: &mut String) {
+    if yaml_plain_ok(s) {
+        out.push_str(s);
+    } else if s.contains('\n') && s.chars().all(|c| c == '\n' || yaml_printable(c)) {
+        let trailing = s.len() - s.trim_end_matches('\n').len();
+        out.push('|');
+        let first_text = s.split('\n').find(|l| !l.is_empty()).unwrap_or("");
+        if first_text.starts_with(' ') {
+            out.push('2');
+        }
+        out.push_str(match trailing {
+            0 => "-",
+            1 => "",
+            _ => "+",
+        });
+        let pad = " ".repeat(indent + 2);
+        let text = &s[..s.len() - trailing.min(1)];
+        for line in text.split('\n') {
+            out.push('\n');
+            if !line.is_empty() {
+                out.push_str(&pad);
+                out.push_str(line);
+            }
+        }
+    } else if s.chars().all(|c| yaml_printable(c) && c != '\t') {
+        out.push('\'');
+        out.push_str(&s.replace('\'', "''"));
+        out.push('\'');
+    } else {
+        yaml_quoted(s, out);
+    }
 }
 
 /// The fallback: one `"key": value` line per top-level key, values in flow style, strings
@@ -1387,5 +1825,267 @@ mod tests {
         }
         let plain = "# Just markdown\n\n---\n\nafter a rule\n";
         assert_eq!(split(plain).unwrap(), (None, plain));
+    }
+
+    fn edited(block: &str, change: Value) -> String {
+        let (fm, _) = split(block).unwrap();
+        let fm = fm.unwrap();
+        let mut meta = fm.meta.clone();
+        for (k, v) in obj(change) {
+            if v.is_null() {
+                meta.remove(&k);
+            } else {
+                meta.insert(k, v);
+            }
+        }
+        let out = rewrite(block, &fm, &meta).unwrap();
+        if !out.is_empty() {
+            assert_eq!(split(&out).unwrap().0.unwrap().meta, meta, "{out}");
+        }
+        out
+    }
+
+    const HAND: &str = "---\n# Trip notes, kept by hand\ntitle: \"Yosemite, in May\"   # shown on the site\nstatus: draft # draft | ready\ntags: [hiking, 'camping']\n\n# dates are ISO\ndate: 2024-05-01\nplaces:\n  - name: Half Dome\n    permit: yes\n\n  - name: Glacier Point\nnotes: |\n  Bring water.\n\n  Lots.\nrating: 4\n---\n";
+
+    #[test]
+    fn rewrite_changes_only_the_lines_of_the_keys_that_changed() {
+        // One key changed: its line only.
+        assert_eq!(
+            edited(HAND, json!({"status": "ready"})),
+            HAND.replace("status: draft # draft | ready\n", "status: ready\n")
+        );
+        // Quoting and flow style are kept for the key changed.
+        assert_eq!(
+            edited(HAND, json!({"title": "Yosemite, in June"})),
+            HAND.replace(
+                "title: \"Yosemite, in May\"   # shown on the site\n",
+                "title: \"Yosemite, in June\"\n"
+            )
+        );
+        assert_eq!(
+            edited(HAND, json!({"tags": ["hiking", "swimming"]})),
+            HAND.replace(
+                "tags: [hiking, 'camping']\n",
+                "tags: [\"hiking\", \"swimming\"]\n"
+            )
+        );
+        // A key over several lines (blank lines inside) is replaced whole.
+        assert_eq!(
+            edited(HAND, json!({"places": ["Half Dome"], "notes": "Water."})),
+            HAND.replace(
+                "places:\n  - name: Half Dome\n    permit: yes\n\n  - name: Glacier Point\nnotes: |\n  Bring water.\n\n  Lots.\n",
+                "places:\n- Half Dome\nnotes: Water.\n"
+            )
+        );
+        // Removed keys remove their lines; new keys come last, quoted where YAML 1.1 would
+        // read another type.
+        assert_eq!(
+            edited(
+                HAND,
+                json!({"date": null, "rating": null, "owner": "ann", "due": "2024-06-01"})
+            ),
+            HAND.replace("date: 2024-05-01\n", "")
+                .replace("rating: 4\n", "due: '2024-06-01'\nowner: ann\n")
+        );
+        // CRLF blocks stay CRLF.
+        let crlf = HAND.replace('\n', "\r\n");
+        assert_eq!(
+            edited(&crlf, json!({"status": "ready"})),
+            crlf.replace("status: draft # draft | ready\r\n", "status: ready\r\n")
+        );
+        // TOML: the same, comments and all.
+        let toml = "+++\n# site\ntitle = 'T'  # kept\ndraft = true\nlist = [\n  1,\n  2,\n]\n+++\n";
+        assert_eq!(
+            edited(toml, json!({"draft": false})),
+            toml.replace("draft = true\n", "draft = false\n")
+        );
+        assert_eq!(
+            edited(toml, json!({"list": null, "new": {"a": 1}})),
+            toml.replace("list = [\n  1,\n  2,\n]\n", "new = { a = 1 }\n")
+        );
+        // Every key removed: the comments stay; with none, the block goes.
+        assert_eq!(
+            edited(toml, json!({"title": null, "draft": null, "list": null})),
+            "+++\n# site\n+++\n"
+        );
+        assert_eq!(edited("---\na: 1\n---\n", json!({"a": null})), "");
+    }
+
+    #[test]
+    fn rewrite_falls_back_to_writing_the_block_anew() {
+        // Anchors and merge keys cannot be edited line by line: the block is written anew.
+        let block = "---\nbase: &b {x: 1}\nother: *b\nkeep: 1\n---\n";
+        assert_eq!(
+            edited(block, json!({"keep": 2})),
+            "---\nbase:\n  x: 1\nother:\n  x: 1\nkeep: 2\n---\n"
+        );
+        // A change to a TOML table is written anew; the keys before the tables are edited in
+        // place, new keys go before the first table, the tables stay as written.
+        let toml = "+++\na = 1  # one\n# the table\n[t]\nb = 2  # two\n+++\n";
+        assert_eq!(
+            edited(toml, json!({"t": {"b": 3}})),
+            "+++\na = 1\n\n[t]\nb = 3\n+++\n"
+        );
+        assert_eq!(
+            edited(toml, json!({"a": 3, "new": "x"})),
+            "+++\na = 3\nnew = \"x\"\n# the table\n[t]\nb = 2  # two\n+++\n"
+        );
+    }
+
+    #[test]
+    fn strings_that_read_as_other_types_are_quoted() {
+        // What YAML 1.1 readers (PyYAML, js-yaml) read as booleans, nulls, numbers or dates.
+        let tricky = [
+            "yes",
+            "No",
+            "ON",
+            "off",
+            "y",
+            "n",
+            "true",
+            "null",
+            "Null",
+            "~",
+            "",
+            "2024-06-01",
+            "2024-06-01 10:00:00",
+            "12:30",
+            "0123",
+            "1.10",
+            "1e3",
+            "0x1F",
+            "1_000",
+            "-5",
+            "+5",
+            ".5",
+            ".inf",
+            "-.inf",
+            ".NaN",
+            "<<",
+            "=",
+        ];
+        for s in tricky {
+            let text = render(Syntax::Yaml, &obj(json!({"k": s})), &[]).unwrap();
+            let value = text
+                .trim_start_matches("---\nk: ")
+                .trim_end_matches("\n---\n");
+            assert!(value.starts_with(['\'', '"']), "{s:?} written as {value}");
+        }
+        // Keys too (`n: 1` is `false: 1` to YAML 1.1), and not plain words.
+        assert_eq!(
+            render(
+                Syntax::Yaml,
+                &obj(json!({"n": "plain words", "ok": "it's"})),
+                &[]
+            )
+            .unwrap(),
+            "---\n'n': plain words\nok: it's\n---\n"
+        );
+    }
+
+    #[test]
+    fn random_rewrites_read_back_and_keep_unchanged_lines() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        // How many rewrites went line by line (YAML, TOML).
+        let mut lined = [0usize; 2];
+        for round in 0..1500 {
+            let syntax = if round % 2 == 0 {
+                Syntax::Yaml
+            } else {
+                Syntax::Toml
+            };
+            let old_meta = rng.map(1, syntax == Syntax::Yaml);
+            let text = render(syntax, &old_meta, &[]).unwrap();
+            // Comments between the keys, as people write them.
+            let text = if syntax == Syntax::Yaml && rng.below(2) == 0 {
+                text.replacen("---\n", "---\n# by hand\n\n", 1)
+            } else {
+                text
+            };
+            let (Some(old), "") = split(&text).unwrap() else {
+                panic!("{text}")
+            };
+            let mut meta = old.meta.clone();
+            let keys: Vec<String> = meta.keys().cloned().collect();
+            let mut changed = Vec::new();
+            for _ in 0..1 + rng.below(3) {
+                let new = rng.map(2, syntax == Syntax::Yaml);
+                match (rng.below(3), keys.is_empty()) {
+                    (0, false) => {
+                        let k = &keys[rng.below(keys.len())];
+                        meta.remove(k);
+                        changed.push(k.clone());
+                    }
+                    (1, false) => {
+                        let k = &keys[rng.below(keys.len())];
+                        if let Some(v) = new.values().next() {
+                            meta.insert(k.clone(), v.clone());
+                            changed.push(k.clone());
+                        }
+                    }
+                    _ => {
+                        for (k, v) in new {
+                            if !meta.contains_key(&k) {
+                                meta.insert(k, v);
+                            }
+                        }
+                    }
+                }
+            }
+            let out = rewrite(&text, &old, &meta).unwrap_or_else(|e| panic!("{text}: {e}"));
+            lined[usize::from(syntax == Syntax::Toml)] +=
+                usize::from(rewrite_lines(&text, &old, &meta).is_some());
+            if meta.is_empty() && out.is_empty() {
+                continue;
+            }
+            let (Some(fm), "") = split(&out).unwrap_or_else(|e| panic!("{out}: {e}")) else {
+                panic!("{out}")
+            };
+            assert_eq!(fm.meta, meta, "{text}\n->\n{out}");
+            // The keys kept stay in their order (new ones come after them, or in TOML before
+            // the tables).
+            let kept: Vec<&String> = old
+                .key_order
+                .iter()
+                .filter(|k| meta.contains_key(*k))
+                .collect();
+            assert_eq!(
+                fm.key_order
+                    .iter()
+                    .filter(|k| old.meta.contains_key(*k))
+                    .collect::<Vec<_>>(),
+                kept,
+                "{out}"
+            );
+        }
+        // Most go line by line (the others are written anew, and read back all the same).
+        assert!(lined[0] > 400 && lined[1] > 400, "{lined:?} of 750 each");
+    }
+
+    #[test]
+    fn a_large_block_is_edited_line_by_line() {
+        // Near the 64 KiB limit: 4,500 keys, one changed.
+        let mut block = String::from("---\n");
+        for i in 0..4500 {
+            block.push_str(&format!("k{i}: v  # c\n"));
+        }
+        block.push_str("---\n");
+        assert!(block.len() < MAX_BYTES);
+        // (About 0.4 s in a debug build: two small parses per key and one of the whole.)
+        let out = edited(&block, json!({"k2999": "w"}));
+        assert_eq!(out, block.replace("k2999: v  # c\n", "k2999: w\n"));
+    }
+
+    #[test]
+    fn multi_line_keys_are_quoted_on_one_line() {
+        let meta = obj(json!({"a\nb": "x\ny"}));
+        assert_eq!(
+            render(Syntax::Yaml, &meta, &[]).unwrap(),
+            "---\n\"a\\nb\": |-\n  x\n  y\n---\n"
+        );
+        assert_eq!(
+            edited("---\nk: 1  # c\n---\n", json!({"a\nb": "z"})),
+            "---\nk: 1  # c\n\"a\\nb\": z\n---\n"
+        );
     }
 }

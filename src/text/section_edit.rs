@@ -219,15 +219,16 @@ pub fn headings(md: &str) -> Vec<Heading> {
 }
 
 /// A heading text as compared: whitespace runs collapsed, lower-cased.
-fn normalized(s: &str) -> String {
+pub(crate) fn normalized(s: &str) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
 }
 
-/// What the caller asked for, without a leading `#…` marker they may have copied along.
-fn wanted(heading: &str) -> Vec<String> {
+/// What the caller asked for, without a leading `#…` marker they may have copied along: the
+/// forms to compare with [`normalized`] heading texts, in order of preference.
+pub(crate) fn wanted(heading: &str) -> Vec<String> {
     let trimmed = heading.trim();
     let mut out: Vec<String> = Vec::with_capacity(3);
     let candidates = [
@@ -323,23 +324,118 @@ fn with_line_ends(s: &str, nl: &str) -> String {
     }
 }
 
+/// `md` with its title set to `title`. The title of markdown is its first heading (the synced
+/// title rule): when that is an H1, its line is rewritten (its line end kept); otherwise a
+/// `# title` line and a blank line are added at the top. Nothing else moves.
+pub fn set_title(md: &str, title: &str) -> String {
+    let title = title.trim();
+    match headings(md).into_iter().next().filter(|h| h.level == 1) {
+        Some(h) => {
+            let line = &md[h.start..h.body_start];
+            let ending = &line[line.trim_end_matches(['\n', '\r']).len()..];
+            format!("{}# {title}{ending}{}", &md[..h.start], &md[h.body_start..])
+        }
+        None => {
+            let nl = if md.contains("\r\n") { "\r\n" } else { "\n" };
+            if md.trim().is_empty() {
+                format!("# {title}{nl}")
+            } else {
+                format!("# {title}{nl}{nl}{md}")
+            }
+        }
+    }
+}
+
+/// Whether `line` (a whole line, without its line end) holds only spaces and tabs.
+fn is_blank(line: &str) -> bool {
+    line.trim_matches([' ', '\t', '\r']).is_empty()
+}
+
+/// The lines of `md[from..to]` as (start, end of content, start of the next line).
+fn lines_in(md: &str, from: usize, to: usize) -> Vec<(usize, usize, usize)> {
+    lines(&md[from..to])
+        .map(|(a, b, c)| (from + a, from + b, from + c))
+        .filter(|(a, _, c)| a < c || *a < to)
+        .collect()
+}
+
+/// The offset just after the last line of `md[from..to]` that is not blank (after its line
+/// end), or `from` when every line is blank: what follows is the section's trailing gap.
+fn after_last_text(md: &str, from: usize, to: usize) -> usize {
+    lines_in(md, from, to)
+        .into_iter()
+        .rev()
+        .find(|(a, b, _)| !is_blank(&md[*a..*b]))
+        .map_or(from, |(_, _, next)| next)
+}
+
+/// A list item line: any indentation, then `-`, `*` or `+`, or 1-9 digits and `.` or `)`,
+/// then a space, a tab or the end of the line.
+fn is_list_item(line: &str) -> bool {
+    let rest = line.trim_start_matches([' ', '\t']);
+    let after = if let Some(r) = rest.strip_prefix(['-', '*', '+']) {
+        r
+    } else {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if !(1..=9).contains(&digits) {
+            return false;
+        }
+        match rest[digits..].strip_prefix(['.', ')']) {
+            Some(r) => r,
+            None => return false,
+        }
+    };
+    after.is_empty() || after.starts_with([' ', '\t'])
+}
+
+/// Whether the text of `md[from..to]` ends in a tight list: its last block (the run of non-blank
+/// lines at its end) starts with a list item, every later line is an item or indented, and the
+/// list did not start before a blank line (which would make it loose).
+fn ends_in_tight_list(md: &str, from: usize, to: usize) -> bool {
+    let texts: Vec<&str> = lines_in(md, from, to)
+        .into_iter()
+        .map(|(a, b, _)| &md[a..b])
+        .collect();
+    let Some(last) = texts.iter().rposition(|l| !is_blank(l)) else {
+        return false;
+    };
+    let first = texts[..=last]
+        .iter()
+        .rposition(|l| is_blank(l))
+        .map_or(0, |i| i + 1);
+    let block = &texts[first..=last];
+    let Some(item) = block.iter().position(|l| is_list_item(l)) else {
+        return false;
+    };
+    let continued = block[item..]
+        .iter()
+        .all(|l| is_list_item(l) || l.starts_with([' ', '\t']));
+    let before = texts[..first].iter().rev().find(|l| !is_blank(l));
+    let loose = item == 0
+        && first > 0
+        && before.is_some_and(|l| is_list_item(l) || l.starts_with([' ', '\t']));
+    continued && !loose
+}
+
 /// Edit the section under `heading` (see [`find_section`] for the matching).
 ///
-/// - `Replace`: keep the heading line, replace everything up to the section's end
-///   (subsections included) with `content`. If `content` starts with the same heading (same
-///   level and text), that heading replaces the old heading line instead of repeating it.
-/// - `Append`: add `content` at the end of the section (after its subsections, before the
-///   next heading of the same or a higher level).
+/// - `Replace`: keep the heading line, replace the section's text (subsections included) with
+///   `content`. If `content` starts with the same heading (same level and text), that heading
+///   replaces the old heading line instead of repeating it.
+/// - `Append`: add `content` at the end of the section's text (after its subsections, before
+///   the next heading of the same or a higher level).
 /// - `Remove`: remove the heading line and its whole section (`content` is ignored).
 /// - `InsertBefore`: insert `content` (typically starting with its own heading) right before
 ///   the heading line.
 /// - `InsertAfter`: insert `content` right after the section's end.
 ///
-/// `content` is required for all but `Remove`. At each seam the blank lines are normalised to
-/// exactly one blank line between blocks, leading/trailing blank lines of `content` are
-/// dropped, and the result ends with exactly one line end (none if it is empty). Everything
-/// else is kept byte for byte. Line ends of `content` follow the document (CRLF if the
-/// document uses CRLF).
+/// `content` is required for all but `Remove`; its leading and trailing blank lines are dropped
+/// and its line ends follow the document (CRLF if the document uses CRLF). Only the lines of
+/// the edited section move: every byte before and after them is kept as it is — the blank
+/// lines that end a section (its gap before the next heading) stay, a blank line is added
+/// only where the new text would otherwise touch a line of text, and content appended to a
+/// section that ends in a tight list item joins the list without a blank line. A file whose
+/// last line had no line end gets one when text is added after it.
 pub fn edit(
     md: &str,
     heading: &str,
@@ -356,28 +452,107 @@ pub fn edit(
     let nl = if md.contains("\r\n") { "\r\n" } else { "\n" };
     let content = with_line_ends(content, nl);
     let content = trim_blank(&content);
-    let (before, after) = match action {
+    // Whether `md` ends a line right before `at` (or `at` is the start of the text).
+    let line_ended = |at: usize| at == 0 || md[..at].ends_with(['\n', '\r']);
+    // Whether the line before `at` is blank (no line before counts as blank).
+    let blank_before = |at: usize| {
+        let before = &md[..at];
+        let Some(prev) = before
+            .strip_suffix("\r\n")
+            .or_else(|| before.strip_suffix(['\n', '\r']))
+        else {
+            return at == 0;
+        };
+        let line_start = prev.rfind(['\n', '\r']).map_or(0, |i| i + 1);
+        is_blank(&prev[line_start..])
+    };
+    let text_end = after_last_text(md, h.body_start, h.end);
+    let mut insert = String::new();
+    let (a, b) = match action {
         Action::Replace => {
             let first_line = content.lines().next().unwrap_or("");
             let same_heading = atx_heading(first_line)
                 .is_some_and(|(l, t)| l == h.level && normalized(&t) == normalized(&h.text));
-            if same_heading {
-                (&md[..h.start], &md[h.end..])
-            } else {
-                (&md[..h.body_start], &md[h.end..])
+            let a = if same_heading { h.start } else { h.body_start };
+            if !content.is_empty() {
+                if !line_ended(a) {
+                    insert.push_str(nl);
+                }
+                // A blank line after the heading when the section had one (or had no text).
+                let body_lines = lines_in(md, h.body_start, h.end);
+                let spaced = body_lines
+                    .first()
+                    .is_none_or(|(x, y, _)| is_blank(&md[*x..*y]))
+                    || text_end == h.body_start;
+                if !same_heading && spaced {
+                    insert.push_str(nl);
+                }
+                insert.push_str(content);
+                insert.push_str(nl);
             }
+            (a, text_end.max(a))
         }
-        Action::Append | Action::InsertAfter => (&md[..h.end], &md[h.end..]),
-        Action::Remove => (&md[..h.start], &md[h.end..]),
-        Action::InsertBefore => (&md[..h.start], &md[h.start..]),
+        Action::Append => {
+            let at = text_end.max(h.body_start);
+            if !content.is_empty() {
+                if !line_ended(at) {
+                    insert.push_str(nl);
+                }
+                let tight = ends_in_tight_list(md, h.body_start, at)
+                    && content.lines().next().is_some_and(is_list_item);
+                if !tight {
+                    insert.push_str(nl);
+                }
+                insert.push_str(content);
+                insert.push_str(nl);
+            }
+            (at, at)
+        }
+        Action::Remove => (h.start, h.end),
+        Action::InsertBefore => {
+            if !content.is_empty() {
+                if !blank_before(h.start) {
+                    insert.push_str(nl);
+                }
+                insert.push_str(content);
+                insert.push_str(nl);
+            }
+            (h.start, h.start)
+        }
+        Action::InsertAfter => {
+            if !content.is_empty() {
+                if !line_ended(h.end) {
+                    insert.push_str(nl);
+                }
+                if !blank_before(h.end) || !line_ended(h.end) {
+                    insert.push_str(nl);
+                }
+                insert.push_str(content);
+                insert.push_str(nl);
+            }
+            (h.end, h.end)
+        }
     };
-    let parts: Vec<&str> = [trim_trailing_blank(before), content, trim_blank(after)]
-        .into_iter()
-        .filter(|p| !p.is_empty())
-        .collect();
-    let mut out = parts.join(&format!("{nl}{nl}"));
-    if !out.is_empty() {
-        out.push_str(nl);
+    // New text never touches the line of text after it: a blank line between.
+    if !insert.is_empty()
+        && lines_in(md, b, md.len())
+            .first()
+            .is_some_and(|(x, y, _)| !is_blank(&md[*x..*y]))
+        && !insert.ends_with(&format!("{nl}{nl}"))
+    {
+        insert.push_str(nl);
+    }
+    let mut out = String::with_capacity(md.len() + insert.len());
+    out.push_str(&md[..a]);
+    out.push_str(&insert);
+    out.push_str(&md[b..]);
+    if action == Action::Remove && b == md.len() {
+        // The last section went: the blank lines it leaves at the end of the text go too.
+        let kept = trim_trailing_blank(&out).len();
+        out.truncate(kept);
+        if kept > 0 {
+            out.push_str(nl);
+        }
     }
     Ok(out)
 }
@@ -501,7 +676,7 @@ mod tests {
     }
 
     #[test]
-    fn append_goes_after_subsections_with_one_blank_line() {
+    fn append_goes_after_subsections_and_keeps_tight_lists_tight() {
         let out = edit(
             DOC,
             "Intro",
@@ -520,12 +695,30 @@ mod tests {
         let md = "# A\n# B\ntext\n\n\n";
         assert_eq!(
             edit(md, "A", Action::Append, Some("x"), None).unwrap(),
-            "# A\n\nx\n\n# B\ntext\n"
+            "# A\n\nx\n\n# B\ntext\n\n\n"
         );
         assert_eq!(
             edit(md, "B", Action::Append, Some("y\n"), None).unwrap(),
-            "# A\n# B\ntext\n\ny\n"
+            "# A\n# B\ntext\n\ny\n\n\n",
+            "the blank lines at the end stay"
         );
+        // A tight list stays tight; a loose one, or other content, gets its blank line.
+        let md = "## AC\nIntro:\n- one\n- two\n  wrapped\n\n## Next\n";
+        assert_eq!(
+            edit(md, "AC", Action::Append, Some("- three"), None).unwrap(),
+            "## AC\nIntro:\n- one\n- two\n  wrapped\n- three\n\n## Next\n"
+        );
+        assert_eq!(
+            edit(md, "AC", Action::Append, Some("After."), None).unwrap(),
+            "## AC\nIntro:\n- one\n- two\n  wrapped\n\nAfter.\n\n## Next\n"
+        );
+        let loose = "## AC\n\n1. one\n\n2. two\n";
+        assert_eq!(
+            edit(loose, "AC", Action::Append, Some("3. three"), None).unwrap(),
+            "## AC\n\n1. one\n\n2. two\n\n3. three\n"
+        );
+        assert!(!ends_in_tight_list("- a\n\ntext\n", 0, 10));
+        assert!(ends_in_tight_list("* a\n+ b", 0, 7));
     }
 
     #[test]
@@ -593,7 +786,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(out, "# Zero\n\n# A\nx\n");
+        assert_eq!(out, "\n\n# Zero\n\n# A\nx", "the bytes around are kept");
         // Last section: after it, at the end.
         let out = edit("# A\nx", "a", Action::InsertAfter, Some("# B\ny"), None).unwrap();
         assert_eq!(out, "# A\nx\n\n# B\ny\n");
@@ -749,7 +942,16 @@ mod tests {
                     let content = PIECES[next(PIECES.len())];
                     let out = edit(&md, &query, action, Some(content), Some(occurrence))
                         .unwrap_or_else(|e| panic!("{md:?} {action}: {e}"));
-                    assert!(out.is_empty() || out.ends_with('\n'), "{out:?}");
+                    // Only the section's lines move.
+                    let (keep_before, keep_after) = match action {
+                        Action::InsertBefore => (h.start, h.start),
+                        Action::InsertAfter => (h.end, h.end),
+                        _ => (h.start, h.end),
+                    };
+                    if !(action == Action::Remove && h.end == md.len()) {
+                        assert!(out.starts_with(&md[..keep_before]), "{md:?} -> {out:?}");
+                        assert!(out.ends_with(&md[keep_after..]), "{md:?} -> {out:?}");
+                    }
                     let out_texts = texts(&headings(&out));
                     let contains_fence = |s: &str| s.lines().any(|l| fence(l).is_some());
                     if action == Action::Remove {
@@ -790,14 +992,45 @@ mod tests {
 
     #[test]
     fn bytes_outside_the_edit_are_kept() {
-        // Odd spacing elsewhere is left alone; only the seams are normalised.
+        // Odd spacing elsewhere is left alone, and so is the gap that ends the section edited.
         let md = "# A\n\n\n\ntext  \n\n\n\n# B\nb\n\n\n\n# C\n   indented c\n\n\n";
         let out = edit(md, "B", Action::Replace, Some("new b"), None).unwrap();
         assert_eq!(
             out,
-            "# A\n\n\n\ntext  \n\n\n\n# B\n\nnew b\n\n# C\n   indented c\n"
+            "# A\n\n\n\ntext  \n\n\n\n# B\nnew b\n\n\n\n# C\n   indented c\n\n\n"
         );
         let out = edit(md, "B", Action::Remove, None, None).unwrap();
-        assert_eq!(out, "# A\n\n\n\ntext  \n\n# C\n   indented c\n");
+        assert_eq!(out, "# A\n\n\n\ntext  \n\n\n\n# C\n   indented c\n\n\n");
+        // Removing the last section drops the blank lines it leaves at the end.
+        let out = edit(md, "C", Action::Remove, None, None).unwrap();
+        assert_eq!(out, "# A\n\n\n\ntext  \n\n\n\n# B\nb\n");
+        // A file without a final line end gets one only where text is added after it.
+        assert_eq!(
+            edit("# A\nx\n# B\ny", "A", Action::Append, Some("z"), None).unwrap(),
+            "# A\nx\n\nz\n\n# B\ny"
+        );
+        assert_eq!(
+            edit("# A\nx", "A", Action::Append, Some("z"), None).unwrap(),
+            "# A\nx\n\nz\n"
+        );
+    }
+
+    #[test]
+    fn set_title_rewrites_the_first_h1_or_adds_one() {
+        assert_eq!(
+            set_title("intro\n# Old ##\r\nx\n# Other\n", " New "),
+            "intro\n# New\r\nx\n# Other\n"
+        );
+        // A first heading that is no H1 stays; the new H1 comes first.
+        assert_eq!(
+            set_title("## Sub\n# Later\n", "New"),
+            "# New\n\n## Sub\n# Later\n"
+        );
+        assert_eq!(set_title("## Sub\nx\n", "New"), "# New\n\n## Sub\nx\n");
+        assert_eq!(set_title("", "New"), "# New\n");
+        assert_eq!(
+            set_title("```\n# code\n```\n", "T"),
+            "# T\n\n```\n# code\n```\n"
+        );
     }
 }
