@@ -212,6 +212,114 @@ pub fn split(text: &str) -> Result<(Option<FrontMatter>, &str), FrontMatterError
 /// Unclosed `[`/`{` beyond which YAML is refused before parsing.
 const FLOW_GUARD: usize = 8 * MAX_DEPTH;
 
+/// Most nodes (scalars, sequences, mappings) front matter may expand to, aliases followed.
+pub const MAX_EXPANDED_NODES: usize = 100_000;
+/// Most bytes of scalars front matter may expand to, aliases followed.
+pub const MAX_EXPANDED_BYTES: usize = 1024 * 1024;
+
+/// Walk the YAML as a deserializer expands it (aliases included) and stop as soon as it grows
+/// past `MAX_EXPANDED_NODES` nodes or `MAX_EXPANDED_BYTES` bytes: an alias bomb (`&a [*b, *b]`
+/// nested) is refused after reading at most that much, before any value is built.
+fn check_expansion(src: &str) -> Result<(), FrontMatterError> {
+    use serde::de::DeserializeSeed;
+    let budget = Budget {
+        nodes: std::cell::Cell::new(0),
+        bytes: std::cell::Cell::new(0),
+    };
+    match (&budget).deserialize(yaml_serde::Deserializer::from_str(src)) {
+        Ok(()) => Ok(()),
+        Err(e) if budget.exceeded() => {
+            let _ = e;
+            Err(FrontMatterError::InvalidYaml {
+                message: format!(
+                    "its aliases expand to more than {MAX_EXPANDED_NODES} values or {MAX_EXPANDED_BYTES} bytes"
+                ),
+            })
+        }
+        // Other errors are reported by the real parse, with their usual words.
+        Err(_) => Ok(()),
+    }
+}
+
+struct Budget {
+    nodes: std::cell::Cell<usize>,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl Budget {
+    fn exceeded(&self) -> bool {
+        self.nodes.get() > MAX_EXPANDED_NODES || self.bytes.get() > MAX_EXPANDED_BYTES
+    }
+
+    fn take<E: serde::de::Error>(&self, bytes: usize) -> Result<(), E> {
+        self.nodes.set(self.nodes.get() + 1);
+        self.bytes.set(self.bytes.get().saturating_add(bytes));
+        if self.exceeded() {
+            return Err(E::custom("expansion budget exceeded"));
+        }
+        Ok(())
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for &Budget {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for &Budget {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        self.take(1)
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        self.take(8)
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        self.take(8)
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        self.take(8)
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.take(v.len())
+    }
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<(), E> {
+        self.take(v.len())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        self.take(1)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<(), E> {
+        self.take(1)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.take(1)?;
+        while seq.next_element_seed(self)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.take(1)?;
+        while map.next_key_seed(self)?.is_some() {
+            map.next_value_seed(self)?;
+        }
+        Ok(())
+    }
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
+        // A tagged value (`!tag value`): the tag, then the value.
+        use serde::de::VariantAccess;
+        let (_, variant) = data.variant_seed(self)?;
+        variant.newtype_variant_seed(self)
+    }
+}
+
 type Parsed = (Map<String, Value>, Vec<String>);
 
 fn parse_yaml(src: &str) -> Result<Parsed, FrontMatterError> {
@@ -237,6 +345,7 @@ fn parse_yaml(src: &str) -> Result<Parsed, FrontMatterError> {
             return Err(FrontMatterError::TooDeep { path: None });
         }
     }
+    check_expansion(src)?;
     let mut value: yaml_serde::Value = yaml_serde::from_str(src).map_err(yaml_error)?;
     while let yaml_serde::Value::Tagged(tagged) = value {
         value = tagged.value;
@@ -1481,6 +1590,28 @@ mod tests {
         let e = split(&big).unwrap_err();
         assert!(matches!(e, FrontMatterError::TooLarge { .. }));
         assert!(e.to_string().contains("64 KiB"));
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_before_they_expand() {
+        // Nine levels of ten aliases each: 10^9 strings if expanded, in 300 bytes.
+        let mut y = String::from(
+            "---\na: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        for w in names.windows(2) {
+            let refs = vec![format!("*{}", w[0]); 10].join(",");
+            y.push_str(&format!("{}: &{} [{refs}]\n", w[1], w[1]));
+        }
+        y.push_str("---\nbody\n");
+        // Refused after a walk of at most MAX_EXPANDED_NODES values (the expansion itself
+        // would take minutes and gigabytes; yaml_serde's own limit stops it after tens of MB).
+        let e = split(&y).unwrap_err();
+        assert!(e.to_string().contains("aliases expand"), "{e}");
+        // Ordinary aliases are fine.
+        let ok = "---\nbase: &b {x: 1}\nother: *b\n---\nbody\n";
+        let (fm, _) = split(ok).unwrap();
+        assert_eq!(fm.unwrap().meta["other"]["x"], 1);
     }
 
     #[test]
