@@ -1382,3 +1382,70 @@ mod upgrade {
         assert_eq!(code, 0, "{check}");
     }
 }
+
+/// Wait until the database's embedder has nothing pending.
+fn wait_embedded(db: &TestDb) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let s = db.status();
+        if s["vectors"]["pending_changes"] == 0 {
+            return s;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "embeddings still pending: {s}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn shipped_vectors_are_reused_whether_the_import_creates_the_database_or_not() {
+    use std::sync::atomic::Ordering;
+    let server = common::embed_server::EmbedServer::start();
+    let db = TestDb::new();
+    std::fs::write(
+        db.dir.join("worker.toml"),
+        server.worker_toml("concepts-v1"),
+    )
+    .unwrap();
+    db.learn(&["We chose Postgres because of JSONB."]);
+    db.learn(&["The kitten sleeps on the sofa."]);
+    db.learn(&[
+        "# Notes\n\nReleases go out on Tuesdays.",
+        "--docid",
+        "notes",
+    ]);
+    wait_embedded(&db);
+    let out = db.tmp.path().join("with-vectors");
+    export(&db, &out, &["--with-indexes"]);
+
+    // Into a folder prepared with the same provider, the database not created yet.
+    let created = TestDb::uninit();
+    std::fs::create_dir_all(&created.dir).unwrap();
+    std::fs::write(
+        created.dir.join("worker.toml"),
+        server.worker_toml("concepts-v1"),
+    )
+    .unwrap();
+    // Into an initialised one.
+    let inited = TestDb::new();
+    std::fs::write(
+        inited.dir.join("worker.toml"),
+        server.worker_toml("concepts-v1"),
+    )
+    .unwrap();
+    for target in [&created, &inited] {
+        let before = server.requests.load(Ordering::SeqCst);
+        let r = target.json(&["import", out.to_str().unwrap()]);
+        assert_eq!(r["vectors_found"], 3, "{r}");
+        assert_eq!(r["vectors_reused"], 3, "{r}");
+        let s = wait_embedded(target);
+        assert_eq!(s["vectors"]["count"], 3, "{s}");
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            before,
+            "sections were embedded again"
+        );
+    }
+}
