@@ -905,7 +905,7 @@ impl Kb {
         let start = Instant::now();
         // Compare the index as of this very snapshot: apply and commit pending changes first,
         // under the lock, and read the store inside it so no write slips in between.
-        let (txn, keys) = {
+        let (txn, index) = {
             let mut lex = self.lexical()?;
             let mut attempts = 0;
             loop {
@@ -916,11 +916,11 @@ impl Kb {
                 // A write that committed between the catch-up and this snapshot would look like
                 // a missing index entry: catch up again.
                 if seq == lex.applied_seq() || attempts == 5 {
-                    break (txn, lex.indexed_keys()?);
+                    break (txn, maintenance::check::IndexView::read(&lex));
                 }
             }
         };
-        let mut r = maintenance::check::check(&txn, Some(keys), progress)?;
+        let mut r = maintenance::check::check(&txn, Some(index), progress)?;
         // A write journal found damaged was kept aside when the open refused it: the writes it
         // held after the damage are not in the store (src/store/journal.rs).
         for copy in store::journal::damaged_copies(&self.dir) {

@@ -1015,7 +1015,7 @@ fn export_destinations_that_traverse_link_or_hit_the_database_are_refused() {
     assert_invalid(
         &run(&db, &["export", elsewhere.to_str().unwrap()], None),
         "path",
-        "is not empty; use --force",
+        "is not empty (it holds keep)",
     );
     assert_invalid(
         &run(&db, &["export", "/"], None),

@@ -49,6 +49,70 @@ impl Report {
             self.errors.push(f);
         }
     }
+    /// A part of the walk that failed (an error from redb) or panicked inside redb (a damaged
+    /// page: redb can reach `unreachable!()`): a `damaged` finding naming its tables; the other
+    /// parts go on.
+    fn damaged_if(
+        &mut self,
+        tables: &'static str,
+        outcome: std::result::Result<Result<()>, String>,
+    ) {
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.error(
+                "damaged",
+                tables,
+                format!("reading it failed: {e}; what it holds was not all checked"),
+            ),
+            Err(panic) => self.error(
+                "damaged",
+                tables,
+                format!(
+                    "reading it stopped inside the store ({panic}): the database file is damaged \
+                     there; what it holds was not all checked"
+                ),
+            ),
+        }
+    }
+
+    /// The result: the "N more" entry of each kind listed past the cap, in its kind's list.
+    fn finish(
+        mut self,
+        sections_checked: u64,
+        documents_checked: u64,
+        references_checked: u64,
+    ) -> CheckResult {
+        let mut capped: Vec<(&'static str, usize, bool)> = self
+            .per_kind
+            .iter()
+            .filter(|(_, (n, _))| *n > MAX_FINDINGS_PER_KIND)
+            .map(|(kind, (n, warning))| (*kind, *n, *warning))
+            .collect();
+        capped.sort();
+        for (kind, n, warning) in capped {
+            // In the list of its kind: more warnings are still no error.
+            let list = if warning {
+                &mut self.warnings
+            } else {
+                &mut self.errors
+            };
+            list.push(CheckFinding {
+                kind: kind.to_string(),
+                entity: "*".into(),
+                detail: format!("{} more of this kind not listed", n - MAX_FINDINGS_PER_KIND),
+            });
+        }
+        CheckResult {
+            ok: self.errors.is_empty(),
+            errors: self.errors,
+            warnings: self.warnings,
+            sections_checked,
+            documents_checked,
+            references_checked,
+            elapsed_ms: 0.0,
+        }
+    }
+
     fn error(&mut self, kind: &'static str, entity: &str, detail: String) {
         self.push(false, kind, entity, detail)
     }
@@ -57,16 +121,113 @@ impl Report {
     }
 }
 
-/// Run every check inside one read transaction. `indexed_keys` are the lexical index's
-/// `kbid_key`s (None: skip the index comparison).
+/// Documents per index segment whose stored fields `check` reads back (evenly spread, the last
+/// one included): enough to touch every block of a segment's document store in a usual index,
+/// cheap next to reading every section of the store.
+pub const STORED_SAMPLE_PER_SEGMENT: u32 = 256;
+
+/// What `check` reads of the lexical index, under its lock: every live document's `kbid_key`
+/// (fast field), and for a sample, what reading its stored document gives. Damage inside the
+/// index (a doc store that fails or panics) is kept as a finding, never an error of `check`.
+pub(crate) struct IndexView {
+    pub keys: Vec<u64>,
+    /// (`kbid_key` of the document, its stored kbid or why it could not be read).
+    pub stored: Vec<(u64, std::result::Result<String, String>)>,
+    /// Why the keys themselves could not be read.
+    pub unreadable: Option<String>,
+}
+
+impl IndexView {
+    pub(crate) fn read(lex: &crate::index::lexical::LexicalIndex) -> IndexView {
+        let keys = match guarded(|| lex.indexed_keys()) {
+            Ok(Ok(keys)) => keys,
+            Ok(Err(e)) => return IndexView::unreadable(e.to_string()),
+            Err(panic) => return IndexView::unreadable(panic),
+        };
+        let stored = guarded(|| sample_stored(lex)).unwrap_or_else(|panic| vec![(0, Err(panic))]);
+        IndexView {
+            keys,
+            stored,
+            unreadable: None,
+        }
+    }
+
+    fn unreadable(why: String) -> IndexView {
+        IndexView {
+            keys: Vec::new(),
+            stored: Vec::new(),
+            unreadable: Some(why),
+        }
+    }
+}
+
+/// The stored kbid of a sample of live documents of each segment, beside its `kbid_key`.
+fn sample_stored(
+    lex: &crate::index::lexical::LexicalIndex,
+) -> Vec<(u64, std::result::Result<String, String>)> {
+    use tantivy::schema::Value;
+    use tantivy::{DocAddress, TantivyDocument};
+    let searcher = lex.searcher();
+    let mut out = Vec::new();
+    for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+        let keys = match segment.fast_fields().u64("kbid_key") {
+            Ok(k) => k,
+            Err(e) => {
+                out.push((0, Err(format!("kbid_key cannot be read: {e}"))));
+                continue;
+            }
+        };
+        let max = segment.max_doc();
+        let step = (max / STORED_SAMPLE_PER_SEGMENT).max(1);
+        let alive = segment.alive_bitset();
+        let docs = (0..max).step_by(step as usize).chain(max.checked_sub(1));
+        for doc in docs {
+            if alive.is_some_and(|a| !a.is_alive(doc)) {
+                continue;
+            }
+            let key = keys.first(doc).unwrap_or(0);
+            let read =
+                guarded(|| searcher.doc::<TantivyDocument>(DocAddress::new(ord as u32, doc)))
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .and_then(|d| {
+                        d.get_first(lex.fields.kbid)
+                            .and_then(|v| v.as_str())
+                            .map(str::to_string)
+                            .ok_or_else(|| "the stored document has no kbid".to_string())
+                    });
+            out.push((key, read));
+        }
+    }
+    out.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    out
+}
+
+/// Run `f`, turning a panic inside it (redb or tantivy meeting damaged bytes) into an error
+/// message: `check` exists to report damage, so it must not die of it.
+pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())
+    })
+}
+
+/// Run every check inside one read transaction. `index` is what was read of the lexical index
+/// (None: skip the index comparison).
 pub(crate) fn check(
     txn: &ReadTransaction,
-    indexed_keys: Option<Vec<u64>>,
+    index: Option<IndexView>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<CheckResult> {
-    let t = ReadTables::open(txn)?;
     let mut r = Report::default();
-    let total = t.sections.len()?;
+    let t = match guarded(|| ReadTables::open(txn)) {
+        Ok(Ok(t)) => t,
+        outcome => {
+            r.damaged_if("tables", outcome.map(|o| o.map(|_| ())));
+            return Ok(r.finish(0, 0, 0));
+        }
+    };
     let mut sections_checked = 0u64;
     let mut headings: HashMap<String, Option<String>> = HashMap::new();
     let mut store_keys: HashMap<u64, String> = HashMap::new();
@@ -78,225 +239,244 @@ pub(crate) fn check(
     // Sections no document holds that were not learned on their own: a document's history.
     let mut detached: HashSet<String> = HashSet::new();
 
-    for row in t.sections.iter()? {
-        let (k, v) = row?;
-        let id = k.value();
-        sections_checked += 1;
-        if sections_checked.is_multiple_of(1024) {
-            progress(sections_checked, total);
-        }
-        let rec: SectionRecord = match decode("sections", id, v.value()) {
-            Ok(rec) => rec,
-            Err(e) => {
+    let outcome = guarded(|| -> Result<()> {
+        let total = t.sections.len()?;
+        for row in t.sections.iter()? {
+            let (k, v) = row?;
+            let id = k.value();
+            sections_checked += 1;
+            if sections_checked.is_multiple_of(1024) {
+                progress(sections_checked, total);
+            }
+            let rec: SectionRecord = match decode("sections", id, v.value()) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    r.error(
+                        "checksum_mismatch",
+                        id,
+                        format!("section record unreadable: {e}"),
+                    );
+                    continue;
+                }
+            };
+            store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
+            headings.insert(id.to_string(), rec.title.clone());
+            if let Some(key) = &rec.source_key {
+                source_keys
+                    .entry(key.clone())
+                    .or_default()
+                    .push(id.to_string());
+            }
+            let shared = match rec.content_seq {
+                0 => None,
+                seq => content_owners.insert(seq, id.to_string()),
+            };
+            if let Some(other) = &shared {
                 r.error(
                     "checksum_mismatch",
                     id,
-                    format!("section record unreadable: {e}"),
+                    format!(
+                        "its content row {} is also named by {other}",
+                        rec.content_seq
+                    ),
                 );
-                continue;
             }
-        };
-        store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
-        headings.insert(id.to_string(), rec.title.clone());
-        if let Some(key) = &rec.source_key {
-            source_keys
-                .entry(key.clone())
-                .or_default()
-                .push(id.to_string());
-        }
-        let shared = match rec.content_seq {
-            0 => None,
-            seq => content_owners.insert(seq, id.to_string()),
-        };
-        if let Some(other) = &shared {
-            r.error(
-                "checksum_mismatch",
-                id,
-                format!(
-                    "its content row {} is also named by {other}",
-                    rec.content_seq
-                ),
-            );
-        }
-        let Some(bytes) = t.content_unverified_of(&rec)? else {
-            r.error("checksum_mismatch", id, "content is missing".into());
-            continue;
-        };
-        if shared.is_none() {
-            named_rows += 1;
-        }
-        let digest = kbid::sha256(&bytes);
-        if kbid::hex(&digest) != rec.checksum {
-            r.error(
-                "checksum_mismatch",
-                id,
-                format!(
-                    "content hashes to {} but the stored checksum is {}",
-                    kbid::hex(&digest),
-                    rec.checksum
-                ),
-            );
-        } else if kbid::encode_kbid(&digest) != id {
-            r.error(
-                "checksum_mismatch",
-                id,
-                format!(
-                    "content hashes to kbid {}, not to its own kbid",
-                    kbid::encode_kbid(&digest)
-                ),
-            );
-        }
-        if rec.size != bytes.len() as u64 {
-            r.error(
-                "checksum_mismatch",
-                id,
-                format!(
-                    "stored size {} but content is {} bytes",
-                    rec.size,
-                    bytes.len()
-                ),
-            );
-        }
-        if let Some(problem) = type_problem(&rec.section_type, &bytes) {
-            r.error("type_mismatch", id, problem);
-        }
-        if !rec.standalone && t.docs_of(id)?.is_empty() {
-            // What an edit or a re-sync leaves behind: routine, not damage.
-            detached.insert(id.to_string());
-            r.warning(
+            let Some(bytes) = t.content_unverified_of(&rec)? else {
+                r.error("checksum_mismatch", id, "content is missing".into());
+                continue;
+            };
+            if shared.is_none() {
+                named_rows += 1;
+            }
+            let digest = kbid::sha256(&bytes);
+            if kbid::hex(&digest) != rec.checksum {
+                r.error(
+                    "checksum_mismatch",
+                    id,
+                    format!(
+                        "content hashes to {} but the stored checksum is {}",
+                        kbid::hex(&digest),
+                        rec.checksum
+                    ),
+                );
+            } else if kbid::encode_kbid(&digest) != id {
+                r.error(
+                    "checksum_mismatch",
+                    id,
+                    format!(
+                        "content hashes to kbid {}, not to its own kbid",
+                        kbid::encode_kbid(&digest)
+                    ),
+                );
+            }
+            if rec.size != bytes.len() as u64 {
+                r.error(
+                    "checksum_mismatch",
+                    id,
+                    format!(
+                        "stored size {} but content is {} bytes",
+                        rec.size,
+                        bytes.len()
+                    ),
+                );
+            }
+            if let Some(problem) = type_problem(&rec.section_type, &bytes) {
+                r.error("type_mismatch", id, problem);
+            }
+            if !rec.standalone && t.docs_of(id)?.is_empty() {
+                // What an edit or a re-sync leaves behind: routine, not damage.
+                detached.insert(id.to_string());
+                r.warning(
                 "orphan_section",
                 id,
                 "no document holds it any more (an edit or re-sync let go of it) and it was not \
                  learned on its own: gc removes it"
                     .into(),
             );
+            }
         }
-    }
-    progress(sections_checked, total);
-    let content_rows = t.content.len()?;
-    if content_rows > named_rows {
-        r.warning(
-            "orphan_content",
-            "*",
-            format!(
-                "{} content row(s) named by no section: space only, nothing reads them",
-                content_rows - named_rows
-            ),
-        );
-    }
+        progress(sections_checked, total);
+        Ok(())
+    });
+    r.damaged_if("sections, section_content, section_docs", outcome);
+    let outcome = guarded(|| -> Result<()> {
+        let content_rows = t.content.len()?;
+        if content_rows > named_rows {
+            r.warning(
+                "orphan_content",
+                "*",
+                format!(
+                    "{} content row(s) named by no section: space only, nothing reads them",
+                    content_rows - named_rows
+                ),
+            );
+        }
+
+        Ok(())
+    });
+    r.damaged_if("section_content", outcome);
 
     // Documents: manifests against sections and the membership tables.
-    let doc_sections = txn.open_multimap_table(DOC_SECTIONS)?;
     let mut documents_checked = 0u64;
     let mut docs: HashMap<String, DocumentRecord> = HashMap::new();
-    for row in t.documents.iter()? {
-        let (k, v) = row?;
-        let docid = k.value();
-        documents_checked += 1;
-        let doc: DocumentRecord = match decode("documents", docid, v.value()) {
-            Ok(d) => d,
-            Err(e) => {
+    let outcome = guarded(|| -> Result<()> {
+        let doc_sections = txn.open_multimap_table(DOC_SECTIONS)?;
+        for row in t.documents.iter()? {
+            let (k, v) = row?;
+            let docid = k.value();
+            documents_checked += 1;
+            let doc: DocumentRecord = match decode("documents", docid, v.value()) {
+                Ok(d) => d,
+                Err(e) => {
+                    r.error(
+                        "orphan_document",
+                        docid,
+                        format!("manifest unreadable: {e}"),
+                    );
+                    continue;
+                }
+            };
+            let mut present = 0;
+            for k in &doc.kbids {
+                if headings.contains_key(k) {
+                    present += 1;
+                } else {
+                    r.error(
+                        "broken_reference",
+                        docid,
+                        format!("the manifest lists section {k}, which does not exist"),
+                    );
+                }
+            }
+            if present == 0 {
                 r.error(
                     "orphan_document",
                     docid,
-                    format!("manifest unreadable: {e}"),
-                );
-                continue;
-            }
-        };
-        let mut present = 0;
-        for k in &doc.kbids {
-            if headings.contains_key(k) {
-                present += 1;
-            } else {
-                r.error(
-                    "broken_reference",
-                    docid,
-                    format!("the manifest lists section {k}, which does not exist"),
+                    "the document holds no existing section".into(),
                 );
             }
-        }
-        if present == 0 {
-            r.error(
-                "orphan_document",
-                docid,
-                "the document holds no existing section".into(),
-            );
-        }
-        let listed: HashSet<&String> = doc.kbids.iter().collect();
-        let members: HashSet<String> = crate::store::txn::multimap_values(&doc_sections, docid)?
-            .into_iter()
-            .collect();
-        for k in &listed {
-            if !members.contains(*k) {
-                r.error(
-                    "manifest_mismatch",
-                    docid,
-                    format!("the manifest lists {k} but the membership table does not"),
-                );
-            } else if !t.docs_of(k)?.iter().any(|d| d == docid) {
-                r.error(
-                    "manifest_mismatch",
-                    docid,
-                    format!("{k} is a member, but its section-side membership is missing"),
-                );
+            let listed: HashSet<&String> = doc.kbids.iter().collect();
+            let members: HashSet<String> =
+                crate::store::txn::multimap_values(&doc_sections, docid)?
+                    .into_iter()
+                    .collect();
+            for k in &listed {
+                if !members.contains(*k) {
+                    r.error(
+                        "manifest_mismatch",
+                        docid,
+                        format!("the manifest lists {k} but the membership table does not"),
+                    );
+                } else if !t.docs_of(k)?.iter().any(|d| d == docid) {
+                    r.error(
+                        "manifest_mismatch",
+                        docid,
+                        format!("{k} is a member, but its section-side membership is missing"),
+                    );
+                }
             }
-        }
-        for k in &members {
-            if !listed.contains(k) {
-                r.error(
-                    "manifest_mismatch",
-                    docid,
-                    format!("the membership table holds {k} but the manifest does not list it"),
-                );
+            for k in &members {
+                if !listed.contains(k) {
+                    r.error(
+                        "manifest_mismatch",
+                        docid,
+                        format!("the membership table holds {k} but the manifest does not list it"),
+                    );
+                }
             }
+            docs.insert(docid.to_string(), doc);
         }
-        docs.insert(docid.to_string(), doc);
-    }
+        Ok(())
+    });
+    r.damaged_if("documents, doc_sections, section_docs", outcome);
 
     // References: every marker must resolve; cycles are reported as warnings.
     let mut references_checked = 0u64;
     let mut graph: HashMap<String, Vec<String>> = HashMap::new();
-    for row in t.refs_out.iter()? {
-        let (k, v) = row?;
-        let (source, _) = k.value();
-        references_checked += 1;
-        if detached.contains(source) {
-            // An earlier version's links: its targets may have moved on since, as it has.
-            continue;
-        }
-        let m: crate::text::markers::Marker = decode("refs_out", source, v.value())?;
-        let resolved = match &m.target {
-            Target::Section(kbid) => {
-                if headings.contains_key(kbid) {
-                    Some(Some(kbid.clone()))
-                } else {
-                    None
-                }
+    let outcome = guarded(|| -> Result<()> {
+        for row in t.refs_out.iter()? {
+            let (k, v) = row?;
+            let (source, _) = k.value();
+            references_checked += 1;
+            if detached.contains(source) {
+                // An earlier version's links: its targets may have moved on since, as it has.
+                continue;
             }
-            Target::Document { docid, anchor } => match (docs.get(docid), anchor) {
-                (None, _) => None,
-                (Some(_), None) => Some(None),
-                (Some(doc), Some(a)) => references::section_for_anchor(doc, a, |k| {
-                    Ok(headings.get(k).cloned().flatten())
-                })?
-                .map(Some),
-            },
-        };
-        match resolved {
-            None => r.error(
-                "broken_reference",
-                source,
-                format!(
-                    "{} ({}) does not exist (yet)",
-                    m.target.uri(),
-                    m.marker_type.as_str()
+            let m: crate::text::markers::Marker = decode("refs_out", source, v.value())?;
+            let resolved = match &m.target {
+                Target::Section(kbid) => {
+                    if headings.contains_key(kbid) {
+                        Some(Some(kbid.clone()))
+                    } else {
+                        None
+                    }
+                }
+                Target::Document { docid, anchor } => match (docs.get(docid), anchor) {
+                    (None, _) => None,
+                    (Some(_), None) => Some(None),
+                    (Some(doc), Some(a)) => references::section_for_anchor(doc, a, |k| {
+                        Ok(headings.get(k).cloned().flatten())
+                    })?
+                    .map(Some),
+                },
+            };
+            match resolved {
+                None => r.error(
+                    "broken_reference",
+                    source,
+                    format!(
+                        "{} ({}) does not exist (yet)",
+                        m.target.uri(),
+                        m.marker_type.as_str()
+                    ),
                 ),
-            ),
-            Some(Some(target)) => graph.entry(source.to_string()).or_default().push(target),
-            Some(None) => {}
+                Some(Some(target)) => graph.entry(source.to_string()).or_default().push(target),
+                Some(None) => {}
+            }
         }
-    }
+        Ok(())
+    });
+    r.damaged_if("refs_out", outcome);
     for cycle in cycles(&graph) {
         let entity = cycle.iter().min().cloned().unwrap_or_default();
         r.push(
@@ -315,25 +495,26 @@ pub(crate) fn check(
     // Divergent content: several live sections under one source key. The versions a document's
     // edits let go of (detached) are its history, not a contradiction; between live sections it
     // is a conflict to resolve (learn with replace), not damage: a warning.
-    for (key, kbids) in &source_keys {
-        let kbids: Vec<&String> = kbids.iter().filter(|k| !detached.contains(*k)).collect();
-        if kbids.len() < 2 {
-            continue;
-        }
-        // Sections of one document may share a derived key (a heading repeated in the same
-        // document): those are parts, not contradicting versions.
-        let mut common: Option<HashSet<String>> = None;
-        for k in &kbids {
-            let docs: HashSet<String> = t.docs_of(k)?.into_iter().collect();
-            common = Some(match common {
-                None => docs,
-                Some(c) => c.intersection(&docs).cloned().collect(),
-            });
-        }
-        let same_document = common.is_some_and(|c| !c.is_empty());
-        if !same_document {
-            let list: Vec<&str> = kbids.iter().map(|k| k.as_str()).collect();
-            r.warning(
+    let outcome = guarded(|| -> Result<()> {
+        for (key, kbids) in &source_keys {
+            let kbids: Vec<&String> = kbids.iter().filter(|k| !detached.contains(*k)).collect();
+            if kbids.len() < 2 {
+                continue;
+            }
+            // Sections of one document may share a derived key (a heading repeated in the same
+            // document): those are parts, not contradicting versions.
+            let mut common: Option<HashSet<String>> = None;
+            for k in &kbids {
+                let docs: HashSet<String> = t.docs_of(k)?.into_iter().collect();
+                common = Some(match common {
+                    None => docs,
+                    Some(c) => c.intersection(&docs).cloned().collect(),
+                });
+            }
+            let same_document = common.is_some_and(|c| !c.is_empty());
+            if !same_document {
+                let list: Vec<&str> = kbids.iter().map(|k| k.as_str()).collect();
+                r.warning(
                 "divergent_content",
                 key,
                 format!(
@@ -342,13 +523,49 @@ pub(crate) fn check(
                     list.join(", ")
                 ),
             );
+            }
         }
-    }
 
-    // The lexical index must hold each section exactly once.
-    if let Some(keys) = indexed_keys {
+        Ok(())
+    });
+    r.damaged_if("section_docs", outcome);
+
+    // The lexical index must hold each section exactly once, and its stored fields must read
+    // back as the sections they index (a search shows a hit by its stored kbid).
+    if let Some(index) = index {
+        if let Some(why) = &index.unreadable {
+            r.error(
+                "index_mismatch",
+                "lexical index",
+                format!("the lexical index cannot be read: {why} (run rebuild)"),
+            );
+        }
+        let entity = |k: u64| match store_keys.get(&k) {
+            Some(kbid) => kbid.clone(),
+            None if k == 0 => "lexical index".to_string(),
+            None => format!("index-key:{k:016x}"),
+        };
+        for (k, stored) in &index.stored {
+            match stored {
+                Err(why) => r.error(
+                    "index_mismatch",
+                    &entity(*k),
+                    format!(
+                        "the lexical index's stored fields cannot be read: {why} (run rebuild)"
+                    ),
+                ),
+                Ok(kbid) if crate::index::lexical::kbid_key(kbid) != *k => r.error(
+                    "index_mismatch",
+                    &entity(*k),
+                    format!(
+                        "the lexical index's stored kbid {kbid:?} is not the section it indexes (run rebuild)"
+                    ),
+                ),
+                Ok(_) => {}
+            }
+        }
         let mut seen: HashMap<u64, usize> = HashMap::new();
-        for k in keys {
+        for k in index.keys {
             *seen.entry(k).or_default() += 1;
         }
         let mut missing: Vec<&String> = store_keys
@@ -385,35 +602,7 @@ pub(crate) fn check(
         }
     }
 
-    let mut capped: Vec<(&'static str, usize, bool)> = r
-        .per_kind
-        .iter()
-        .filter(|(_, (n, _))| *n > MAX_FINDINGS_PER_KIND)
-        .map(|(kind, (n, warning))| (*kind, *n, *warning))
-        .collect();
-    capped.sort();
-    for (kind, n, warning) in capped {
-        // In the list of its kind: more warnings are still no error.
-        let list = if warning {
-            &mut r.warnings
-        } else {
-            &mut r.errors
-        };
-        list.push(CheckFinding {
-            kind: kind.to_string(),
-            entity: "*".into(),
-            detail: format!("{} more of this kind not listed", n - MAX_FINDINGS_PER_KIND),
-        });
-    }
-    Ok(CheckResult {
-        ok: r.errors.is_empty(),
-        errors: r.errors,
-        warnings: r.warnings,
-        sections_checked,
-        documents_checked,
-        references_checked,
-        elapsed_ms: 0.0,
-    })
+    Ok(r.finish(sections_checked, documents_checked, references_checked))
 }
 
 /// Why stored bytes do not fit their declared type, if they do not.
