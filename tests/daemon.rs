@@ -1090,44 +1090,93 @@ fn a_client_gives_up_on_a_silent_daemon_after_its_wait_and_names_it() {
     assert_eq!(db.json(&["status"])["sections"], 1);
 }
 
-#[test]
-fn a_subscriber_that_stops_reading_is_dropped_and_writes_go_on() {
-    let db = TestDb::new();
-    db.learn(&["a fact before the subscription"]);
-    // Subscribes, then never reads its events.
-    let mut stalled = Raw::connect(&db);
-    let v = stalled.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
-    assert_eq!(v["result"]["subscribed"], true);
-    // Far more events than a socket buffer holds (each ~100 bytes). Without the drop the
-    // writer blocks on the full buffer and these calls time out.
-    let mut rpc = common::daemon::Rpc::connect(&socket_path(&db), Duration::from_secs(60)).unwrap();
-    for batch in 0..20 {
-        let requests: Vec<Value> = (0..250)
-            .map(|i| json!({"content": format!("stalled subscriber fact {batch} {i}")}))
+/// `n` learns through `rpc`, in `learn_many` batches of 250: all acknowledged.
+fn learn_batches(rpc: &mut common::daemon::Rpc, tag: &str, n: usize) {
+    for batch in 0..n.div_ceil(250) {
+        let count = 250.min(n - batch * 250);
+        let requests: Vec<Value> = (0..count)
+            .map(|i| json!({"content": format!("{tag} fact {batch} {i}")}))
             .collect();
         match rpc.call("learn_many", json!({"requests": requests})) {
-            common::daemon::Reply::Ok(v) => assert_eq!(v.as_array().unwrap().len(), 250),
+            common::daemon::Reply::Ok(v) => assert_eq!(v.as_array().unwrap().len(), count),
             other => panic!("batch {batch}: {other:?}"),
         }
     }
-    match rpc.call("status", json!({})) {
-        common::daemon::Reply::Ok(v) => assert_eq!(v["sections"], 5001),
-        other => panic!("{other:?}"),
-    }
+}
+
+fn hello(rpc: &mut common::daemon::Rpc) -> Value {
     match rpc.call("hello", json!({})) {
-        common::daemon::Reply::Ok(v) => assert_eq!(v["activity"]["subscribers"], 0, "{v}"),
+        common::daemon::Reply::Ok(v) => v,
         other => panic!("{other:?}"),
     }
-    // The dropped subscriber is closed: what it reads ends (EOF), so it can subscribe again.
-    let mut lines = 0;
-    loop {
-        match stalled.read_line_raw() {
-            Ok(Some(_)) => lines += 1,
-            Ok(None) => break,
-            Err(e) => panic!("no end of stream after {lines} lines: {e}"),
-        }
+}
+
+#[test]
+fn stalled_subscribers_never_hold_up_writes_and_are_dropped_once_too_far_behind() {
+    let db = TestDb::new();
+    daemon_with(
+        &db,
+        "KBDB_DAEMON_SUBSCRIBER_MAX_BEHIND",
+        "2000",
+        &["learn", "a fact before the subscriptions"],
+    );
+    // Eight subscribers that never read their events (MCP servers suspended with Ctrl-Z).
+    let mut stalled: Vec<Raw> = (0..8)
+        .map(|_| {
+            let mut r = Raw::connect(&db);
+            let v = r.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+            assert_eq!(v["result"]["subscribed"], true);
+            r
+        })
+        .collect();
+    // 1,500 events: far more than their socket buffers hold (a few hundred small writes), less
+    // than they may lag behind. Every write is acknowledged while all eight are still
+    // subscribed: nothing waited on their sockets (events used to be written by the writer
+    // thread, 2 s per full socket, and those subscribers dropped).
+    let mut rpc = common::daemon::Rpc::connect(&socket_path(&db), Duration::from_secs(60)).unwrap();
+    learn_batches(&mut rpc, "stalled", 1500);
+    let v = hello(&mut rpc);
+    assert_eq!(v["activity"]["subscribers"], 8, "{v}");
+    // 2,500 more: now more than 2,000 behind, each is dropped (its connection closed), and
+    // writes go on.
+    learn_batches(&mut rpc, "behind", 2500);
+    match rpc.call("status", json!({})) {
+        common::daemon::Reply::Ok(v) => assert_eq!(v["sections"], 4001),
+        other => panic!("{other:?}"),
     }
-    assert!(lines > 0, "it had events before it was dropped");
+    assert_eq!(hello(&mut rpc)["activity"]["subscribers"], 0);
+    // A dropped subscriber reads what was written before, then the end of its stream: it
+    // subscribes again (the MCP server does, and says changes may have been missed).
+    for s in &mut stalled {
+        let mut lines = 0;
+        loop {
+            match s.read_line_raw() {
+                Ok(Some(_)) => lines += 1,
+                Ok(None) => break,
+                Err(e) => panic!("no end of stream after {lines} lines: {e}"),
+            }
+        }
+        assert!(lines > 0, "it had events before it was dropped");
+    }
+}
+
+#[test]
+fn a_subscriber_gets_every_change_after_its_answer_in_order() {
+    let db = TestDb::new();
+    db.learn(&["a fact before the subscription"]);
+    let mut sub = Raw::connect(&db);
+    let v = sub.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+    assert_eq!(v["result"]["subscribed"], true);
+    let mut rpc = common::daemon::Rpc::connect(&socket_path(&db), Duration::from_secs(60)).unwrap();
+    learn_batches(&mut rpc, "followed", 600);
+    let mut seqs = Vec::new();
+    while seqs.len() < 600 {
+        let v = sub.read().expect("an event");
+        assert_eq!(v["method"], "changed", "{v}");
+        seqs.push(v["params"]["seq"].as_u64().unwrap());
+    }
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+    assert_eq!(seqs[0], 2, "the first change after the subscription");
 }
 
 /// The offsets of the records at the start of a journal file (each `[len u32][seq u64][check
@@ -1373,4 +1422,97 @@ fn content_that_fails_its_kbid_is_never_served() {
         assert!(v.to_string().contains(&kbid), "{v}");
         db.stop_daemon();
     }
+}
+
+#[test]
+fn an_mcp_server_with_many_pipelined_calls_holds_a_few_daemon_connections() {
+    let db = TestDb::new();
+    for i in 0..20 {
+        db.learn(&[&format!("pooled fact {i}")]);
+    }
+    let mut m = common::mcp::McpChild::start(&db);
+    // 400 calls at once: each runs on a blocking task of its own, and used to open a daemon
+    // connection of its own (up to the daemon's 512 slots, so the CLI was refused).
+    for i in 0..400 {
+        let call = json!({"jsonrpc": "2.0", "id": 10_000 + i, "method": "tools/call",
+                          "params": {"name": "search", "arguments": {"query": "pooled fact"}}});
+        m.send(call.to_string());
+    }
+    for i in 0..400 {
+        let v = m.wait_for(|v| v["id"] == json!(10_000 + i));
+        assert!(v["result"].is_object(), "{v}");
+    }
+    let status = db.json(&["daemon", "status"]);
+    let peak = status["daemon"]["activity"]["peak_clients"]
+        .as_u64()
+        .unwrap();
+    // The pool's connections, the MCP server's subscription, and this status call (which
+    // probes the socket before it says hello; a connection is counted until its thread ends).
+    assert_eq!(kbdb::daemon::pool::MAX_CONNECTIONS, 6);
+    let most = 6 + 4;
+    assert!(
+        peak <= most,
+        "{peak} connections at once (at most {most}): {status}"
+    );
+}
+
+#[test]
+fn a_peer_that_stalls_mid_message_is_dropped_and_an_idle_connection_closed() {
+    let db = TestDb::new();
+    daemon_with(
+        &db,
+        "KBDB_DAEMON_MESSAGE_TIMEOUT_SECS",
+        "1",
+        &["learn", "a fact before the slow peer"],
+    );
+    let mut slow = Raw::connect(&db);
+    slow.send_raw(br#"{"jsonrpc": "2.0", "id": 1, "meth"#);
+    let v = slow.read().expect("told why it is dropped");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("daemon.message_timeout_secs"), "{v}");
+    assert!(slow.read().is_none(), "then closed");
+    // A complete request on another connection is served as ever.
+    assert_eq!(db.status()["sections"], 1);
+    db.stop_daemon();
+
+    daemon_with(
+        &db,
+        "KBDB_DAEMON_CONNECTION_IDLE_SECS",
+        "1",
+        &["learn", "a fact before the idle peer"],
+    );
+    let mut idle = Raw::connect(&db);
+    let v = idle.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "hello"}));
+    assert!(v["result"].is_object(), "{v}");
+    // Nothing sent for a second: closed, without a word.
+    assert!(idle.read().is_none());
+    // A subscriber waits for events, for ever.
+    let mut sub = Raw::connect(&db);
+    let v = sub.call_json(json!({"jsonrpc": "2.0", "id": 1, "method": "subscribe"}));
+    assert_eq!(v["result"]["subscribed"], true);
+    std::thread::sleep(Duration::from_millis(2500));
+    db.learn(&["a fact for the patient subscriber"]);
+    let v = sub.read().expect("an event, not the end of the stream");
+    assert_eq!(v["method"], "changed", "{v}");
+}
+
+#[test]
+fn a_pooled_connection_the_daemon_closed_while_idle_is_replaced_before_a_write() {
+    let db = TestDb::new();
+    daemon_with(
+        &db,
+        "KBDB_DAEMON_CONNECTION_IDLE_SECS",
+        "1",
+        &["learn", "a fact before the pool"],
+    );
+    let mut m = common::mcp::McpChild::start(&db);
+    m.tool_ok("learn", json!({"content": "a fact through the pool"}));
+    std::thread::sleep(Duration::from_millis(2500));
+    // Its idle connection was closed: the write goes to a new one and is applied once (not
+    // "the daemon stopped before answering; it may or may not have been applied").
+    m.tool_ok(
+        "learn",
+        json!({"content": "a fact through a replaced connection"}),
+    );
+    assert_eq!(db.status()["sections"], 3);
 }
