@@ -230,15 +230,19 @@ fn feed(kb: &Kb, sub: &Subscriber, woken: mpsc::Receiver<()>) {
 }
 
 fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
+    let mut s = conn
+        .lock()
+        .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
+    write_line(&mut s, line)
+}
+
+fn write_line(stream: &mut UnixStream, line: &str) -> std::io::Result<()> {
     // One buffer, one write: the line and its newline in two writes cost a second system call
     // and could wake the client twice.
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
-    let mut s = conn
-        .lock()
-        .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
-    s.write_all(&buf)
+    stream.write_all(&buf)
 }
 
 fn response(id: &Value, result: Value) -> String {
@@ -972,16 +976,23 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
             (_, out) => (out, None),
         };
         let line = reply_line(&id, out);
-        if let Err(e) = send_line(&conn, &line) {
-            if let Some(sub) = subscriber {
-                sub.drop_it();
+        match subscriber {
+            None => send_line(&conn, &line)?,
+            Some(sub) => {
+                // Listed (and counted by `hello`) before its answer is sent, and fed after it:
+                // its thread writes under the connection's lock, held until the answer is out.
+                let mut stream = conn
+                    .lock()
+                    .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
+                state.register(sub.clone());
+                if let Err(e) = write_line(&mut stream, &line) {
+                    drop(stream);
+                    sub.drop_it();
+                    return Err(e);
+                }
+                // Waits for events from now on, for as long as it likes.
+                idle = None;
             }
-            return Err(e);
-        }
-        if let Some(sub) = subscriber {
-            // Waits for events from now on, for as long as it likes.
-            idle = None;
-            state.register(sub);
         }
         if method == "shutdown" {
             state.stop.store(true, Ordering::Relaxed);
