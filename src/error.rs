@@ -53,6 +53,11 @@ pub enum KbError {
     #[error("{what}; {DAMAGED_HINT}")]
     Damaged { what: String },
 
+    /// A database folder (or a file in it) that another user could have tampered with: a
+    /// folder others may write, or a symbolic link in place of one of its files.
+    #[error("{message}")]
+    UnsafeFolder { path: PathBuf, message: String },
+
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -126,6 +131,7 @@ impl KbError {
             KbError::Config { .. } => "config",
             KbError::Corrupt { .. } => "corrupt",
             KbError::Damaged { .. } => "damaged",
+            KbError::UnsafeFolder { .. } => "unsafe_folder",
             KbError::Io { .. } => "io",
             KbError::Storage(_) => "storage",
             KbError::Conflict { .. } => "conflict",

@@ -1516,3 +1516,107 @@ fn a_pooled_connection_the_daemon_closed_while_idle_is_replaced_before_a_write()
     );
     assert_eq!(db.status()["sections"], 3);
 }
+
+/// `kbdb ARGS --format json`, through the daemon or `--embedded`: (exit code, stdout as JSON).
+fn run_json(db: &TestDb, embedded: bool, args: &[&str]) -> (Option<i32>, Value) {
+    let mut cmd = db.cmd();
+    if embedded {
+        cmd.arg("--embedded");
+    }
+    let out = cmd.args(args).args(["--format", "json"]).output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        json!({"stdout": String::from_utf8_lossy(&out.stdout), "stderr": String::from_utf8_lossy(&out.stderr)})
+    });
+    (out.status.code(), v)
+}
+
+#[test]
+fn links_planted_in_the_database_folder_are_never_followed() {
+    let db = TestDb::new();
+    db.learn(&["a fact before the links"]);
+    db.stop_daemon();
+    let victim = db.tmp.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    // The journal, then the database file, replaced by a link to a file of the user's: the
+    // daemon used to write its records over the target, then truncate it.
+    for name in ["kbdb.journal", "kbdb.redb"] {
+        let path = db.dir.join(name);
+        let aside = db.tmp.path().join(format!("{name}.aside"));
+        std::fs::rename(&path, &aside).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        for embedded in [false, true] {
+            let (code, v) = run_json(&db, embedded, &["learn", "a fact through a link"]);
+            assert_eq!(code, Some(5), "{name} embedded={embedded}: {v}");
+            assert_eq!(v["error"]["code"], "unsafe_folder", "{v}");
+            let msg = v["error"]["message"].as_str().unwrap();
+            assert!(msg.contains(&format!("{name} is a symbolic link")), "{msg}");
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(&aside, &path).unwrap();
+    }
+    // The log: the daemon serves without it, and never appends to the link's target.
+    let log = db.dir.join("daemon.log");
+    let _ = std::fs::remove_file(&log);
+    std::os::unix::fs::symlink(&victim, &log).unwrap();
+    db.learn(&["a fact while the log is a link"]);
+    assert_eq!(db.status()["sections"], 2);
+    db.stop_daemon();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}
+
+#[test]
+fn a_database_folder_other_users_can_write_is_refused_with_the_fix() {
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::new();
+    db.learn(&["a fact in a private folder"]);
+    db.stop_daemon();
+    let mode = |m: u32| std::fs::set_permissions(&db.dir, std::fs::Permissions::from_mode(m));
+    for m in [0o777, 0o775, 0o757] {
+        mode(m).unwrap();
+        for embedded in [false, true] {
+            let (code, v) = run_json(&db, embedded, &["status"]);
+            assert_eq!(code, Some(5), "mode {m:o} embedded={embedded}: {v}");
+            assert_eq!(v["error"]["code"], "unsafe_folder", "{v}");
+            let msg = v["error"]["message"].as_str().unwrap();
+            assert!(msg.contains("chmod go-w"), "{msg}");
+        }
+    }
+    // Sticky (others cannot replace or remove its files), then private again: served.
+    mode(0o1777).unwrap();
+    assert_eq!(db.status()["sections"], 1);
+    db.stop_daemon();
+    mode(0o755).unwrap();
+    assert_eq!(db.status()["sections"], 1);
+    db.stop_daemon();
+    // Owned by another user (only root can make one here).
+    if unsafe { libc::getuid() } == 0 {
+        let c = std::ffi::CString::new(db.dir.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+        let (code, v) = run_json(&db, true, &["status"]);
+        assert_eq!(code, Some(5), "{v}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("belongs to uid 65534"),
+            "{v}"
+        );
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 0, 0) }, 0);
+    }
+    // A new database is made so that others cannot write it, whatever the umask.
+    let fresh = TestDb::uninit();
+    let mut init = fresh.process();
+    init.arg("init");
+    // SAFETY: umask is async-signal-safe and cannot fail.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut init, || {
+            libc::umask(0o002);
+            Ok(())
+        });
+    }
+    let out = init.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let m = std::fs::metadata(&fresh.dir).unwrap().permissions().mode();
+    assert_eq!(m & 0o022, 0, "{m:o}");
+}

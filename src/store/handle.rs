@@ -10,7 +10,6 @@
 //! the file for writing, so writes work again as soon as space is back.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -428,14 +427,9 @@ fn close(h: Handle) {
     }
 }
 
+/// The database file, opened here (not by redb) so that a symbolic link in its place is refused.
 fn open_file(file: &Path) -> Result<std::fs::File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(file)
-        .map_err(|e| KbError::io(format!("cannot open {}", file.display()), e))
+    super::open_nofollow(file, true).map_err(|e| super::open_error("open", file, e))
 }
 
 fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
@@ -526,7 +520,8 @@ fn discard_unfinished_init(file: &FileBackend, path: &Path) -> Result<()> {
                     .map(|d| d.as_secs())
                     .unwrap_or(0)
             ));
-            std::fs::copy(path, &kept)?;
+            let mut from = super::open_nofollow(path, false)?;
+            std::io::copy(&mut from, &mut super::create_new(&kept)?)?;
             tracing::warn!(
                 "{}: its creation did not finish (no header); creating it again (the old bytes are kept in {})",
                 path.display(),
