@@ -128,7 +128,10 @@ pub(crate) fn record_socket(db_dir: &Path, sock: &Path) -> Result<()> {
     let _ = std::fs::remove_file(&tmp);
     crate::store::create_new(&tmp)
         .and_then(|mut f| f.write_all(sock.as_os_str().as_encoded_bytes()))
-        .map_err(|e| crate::store::open_error("write", &tmp, e))?;
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            crate::store::open_error("write", &tmp, e)
+        })?;
     std::fs::rename(&tmp, db_dir.join(ENDPOINT_FILE)).map_err(|e| {
         KbError::io(
             format!("cannot write {}", db_dir.join(ENDPOINT_FILE).display()),

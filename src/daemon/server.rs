@@ -374,7 +374,11 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     listener
         .set_nonblocking(true)
         .map_err(|e| KbError::io("cannot configure the socket", e))?;
-    super::record_socket(kb.dir(), &sock)?;
+    // A convenience for clients of other runtime folders: a daemon that cannot write it (the
+    // disk is full) still serves.
+    if let Err(e) = super::record_socket(kb.dir(), &sock) {
+        tracing::warn!("{e}; clients with another runtime folder will not find this daemon");
+    }
 
     // The accept loop sleeps until a client connects or something writes to `wake`: a signal,
     // a `shutdown` request, the last client leaving (which starts the idle countdown). An idle

@@ -297,12 +297,29 @@ pub struct Store {
 impl Store {
     /// Open (creating if needed) the database of the folder `dir` and bring its schema up to
     /// date. `plan`: fail I/O calls as the plan says (tests; docs/io-faults.md).
+    ///
+    /// On a full disk the file is opened read-only instead (reads work, each write tries the
+    /// file again): opening it for writing after a crash writes (redb's recovery, the journal's
+    /// replay), and a daemon that could not start would serve no reads at all.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Store> {
-        let handle = open_writable(dir, plan.as_ref())?;
+        let slot = match open_writable(dir, plan.as_ref()) {
+            Ok(h) => Slot::Writable(h),
+            Err(e) if disk_full(&e) => match open_read_only(dir) {
+                Ok(h) => {
+                    tracing::warn!("{e}; the database is open read-only until there is room");
+                    Slot::ReadOnly(h)
+                }
+                Err(e2) => {
+                    tracing::warn!("cannot open the database read-only either: {e2}");
+                    return Err(e);
+                }
+            },
+            Err(e) => return Err(e),
+        };
         Ok(Store {
             dir: dir.to_path_buf(),
             plan,
-            slot: RwLock::new(Slot::Writable(handle)),
+            slot: RwLock::new(slot),
             generation: AtomicU64::new(0),
         })
     }
@@ -401,6 +418,11 @@ impl Store {
             }
         }
     }
+}
+
+/// Whether an error says the disk (or the quota) is full.
+fn disk_full(e: &KbError) -> bool {
+    matches!(e, KbError::Io { source, .. } if crate::error::is_disk_full(source))
 }
 
 /// Close a database: wait (a few seconds at most) for the calls that still use it, then drop
