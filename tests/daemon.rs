@@ -1334,6 +1334,26 @@ fn a_damaged_page_answers_damaged_and_the_daemon_serves_on() {
             .contains("kbdb check"),
         "{v}"
     );
+    // `learn --jsonl`: every input line gets its result line, with its number; a write group
+    // that failed fails each of its lines (it used to end the stream with one error line
+    // without a line number, leaving the caller to guess what was stored).
+    let out = db
+        .cmd()
+        .args(["learn", "--jsonl", "--format", "json"])
+        .write_stdin("{\"content\":\"jsonl one\"}\nnot json\n{\"content\":\"jsonl three\"}\n")
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for (i, v) in lines.iter().enumerate() {
+        let numbered = v["line"] == json!(i + 1) && v["error"].is_object();
+        assert!(numbered || v["kbid"].is_string(), "line {}: {v}", i + 1);
+    }
+    assert_eq!(lines[1]["error"]["code"], "invalid_input");
+    assert_eq!(out.status.code(), Some(6));
     // Reads and writes after it are answered (successes or errors), never a lost connection.
     let calls: [&[&str]; 5] = [
         &["search", "page fact"],
