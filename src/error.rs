@@ -188,6 +188,9 @@ impl From<redb::StorageError> for KbError {
         match e {
             redb::StorageError::Io(io) => KbError::storage_io(io),
             redb::StorageError::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            redb::StorageError::Corrupted(m) => {
+                KbError::damaged(format!("redb found the database file corrupted ({m})"))
+            }
             other => KbError::Storage(other.to_string()),
         }
     }
@@ -198,6 +201,9 @@ impl From<redb::Error> for KbError {
         match e {
             redb::Error::Io(io) => KbError::storage_io(io),
             redb::Error::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            redb::Error::Corrupted(m) => {
+                KbError::damaged(format!("redb found the database file corrupted ({m})"))
+            }
             other => KbError::Storage(other.to_string()),
         }
     }

@@ -1424,7 +1424,10 @@ fn content_that_fails_its_kbid_is_never_served() {
             );
             assert_eq!(v["error"]["code"], "damaged", "{args:?}: {v}");
             let msg = v["error"]["message"].as_str().unwrap();
-            assert!(msg.contains(&kbid), "{args:?}: {msg}");
+            // An open that must recover redb first (after a daemon that did not close the file
+            // cleanly) verifies every page and meets the damage there: `damaged` too.
+            let at_open = msg.contains("corrupted");
+            assert!(msg.contains(&kbid) || at_open, "{args:?}: {msg}");
         }
         if embedded {
             continue;

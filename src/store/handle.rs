@@ -464,6 +464,9 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
                 context: format!("cannot open {}: {context}", file.display()),
                 source,
             },
+            KbError::Damaged { what } => {
+                KbError::damaged(format!("cannot open {}: {what}", file.display()))
+            }
             other => KbError::Storage(format!("cannot open {}: {other}", file.display())),
         },
         other => KbError::Storage(format!("cannot open {}: {other}", file.display())),
