@@ -97,6 +97,17 @@ pub struct DaemonConfig {
     /// Milliseconds between the journal's checkpoints (a group committed durably in redb, after
     /// which the journal starts over): what a replay after a crash applies at most.
     pub journal_checkpoint_ms: u64,
+    /// Seconds a connection may stay without a request before the daemon closes it (0 = never;
+    /// subscribed connections wait for events and are exempt). Clients reconnect by themselves.
+    pub connection_idle_secs: u64,
+    /// Seconds a message may take from its first byte to its newline; a peer that sends part of
+    /// a line and stalls is dropped then (with a 64 MiB line limit, one stalled peer per client
+    /// slot could otherwise hold 512 buffers for ever).
+    pub message_timeout_secs: u64,
+    /// Change events a subscriber may lag behind the latest change before it is dropped (its
+    /// connection closed: it subscribes again). Events are read from the change log by each
+    /// subscriber's own thread, so a lagging one costs no memory and never blocks a write.
+    pub subscriber_max_behind: u64,
 }
 
 impl Default for DaemonConfig {
@@ -108,6 +119,9 @@ impl Default for DaemonConfig {
             max_clients: 512,
             journal: true,
             journal_checkpoint_ms: 1000,
+            connection_idle_secs: 600,
+            message_timeout_secs: 60,
+            subscriber_max_behind: 100_000,
         }
     }
 }
@@ -175,6 +189,15 @@ impl Config {
         if let Some(v) = get("KBDB_DAEMON_JOURNAL_CHECKPOINT_MS") {
             self.daemon.journal_checkpoint_ms = parse("KBDB_DAEMON_JOURNAL_CHECKPOINT_MS", v)?;
         }
+        if let Some(v) = get("KBDB_DAEMON_CONNECTION_IDLE_SECS") {
+            self.daemon.connection_idle_secs = parse("KBDB_DAEMON_CONNECTION_IDLE_SECS", v)?;
+        }
+        if let Some(v) = get("KBDB_DAEMON_MESSAGE_TIMEOUT_SECS") {
+            self.daemon.message_timeout_secs = parse("KBDB_DAEMON_MESSAGE_TIMEOUT_SECS", v)?;
+        }
+        if let Some(v) = get("KBDB_DAEMON_SUBSCRIBER_MAX_BEHIND") {
+            self.daemon.subscriber_max_behind = parse("KBDB_DAEMON_SUBSCRIBER_MAX_BEHIND", v)?;
+        }
         if let Some(v) = get("KBDB_DAEMON_JOURNAL") {
             self.daemon.journal = match v.trim() {
                 "1" | "true" => true,
@@ -211,6 +234,9 @@ impl Config {
         }
         if self.daemon.journal_checkpoint_ms == 0 {
             return err("daemon.journal_checkpoint_ms must be at least 1");
+        }
+        if self.daemon.message_timeout_secs == 0 {
+            return err("daemon.message_timeout_secs must be at least 1");
         }
         let e = &self.embedding;
         if e.dimensions == 0 || e.dimensions > u16::MAX as usize {

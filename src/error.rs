@@ -53,6 +53,11 @@ pub enum KbError {
     #[error("{what}; {DAMAGED_HINT}")]
     Damaged { what: String },
 
+    /// A database folder (or a file in it) that another user could have tampered with: a
+    /// folder others may write, or a symbolic link in place of one of its files.
+    #[error("{message}")]
+    UnsafeFolder { path: PathBuf, message: String },
+
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -126,6 +131,7 @@ impl KbError {
             KbError::Config { .. } => "config",
             KbError::Corrupt { .. } => "corrupt",
             KbError::Damaged { .. } => "damaged",
+            KbError::UnsafeFolder { .. } => "unsafe_folder",
             KbError::Io { .. } => "io",
             KbError::Storage(_) => "storage",
             KbError::Conflict { .. } => "conflict",
@@ -182,6 +188,9 @@ impl From<redb::StorageError> for KbError {
         match e {
             redb::StorageError::Io(io) => KbError::storage_io(io),
             redb::StorageError::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            redb::StorageError::Corrupted(m) => {
+                KbError::damaged(format!("redb found the database file corrupted ({m})"))
+            }
             other => KbError::Storage(other.to_string()),
         }
     }
@@ -192,6 +201,9 @@ impl From<redb::Error> for KbError {
         match e {
             redb::Error::Io(io) => KbError::storage_io(io),
             redb::Error::PreviousIo => KbError::Storage(PREVIOUS_IO.into()),
+            redb::Error::Corrupted(m) => {
+                KbError::damaged(format!("redb found the database file corrupted ({m})"))
+            }
             other => KbError::Storage(other.to_string()),
         }
     }

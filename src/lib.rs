@@ -174,7 +174,10 @@ impl Kb {
                 if !create {
                     return Err(KbError::NotInitialized(dir.to_path_buf()));
                 }
-                std::fs::create_dir_all(dir)
+                // Not writable by others whatever the umask (`store::check_folder`).
+                std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
+                    .recursive(true)
+                    .create(dir)
                     .map_err(|e| KbError::io(format!("cannot create {}", dir.display()), e))?;
             }
             Err(e) => return Err(KbError::io(format!("cannot access {}", dir.display()), e)),
@@ -189,10 +192,11 @@ impl Kb {
         if !existed && !create {
             return Err(KbError::NotInitialized(dir.to_path_buf()));
         }
-        let config = Config::load(dir)?;
         let dir = dir
             .canonicalize()
             .map_err(|e| KbError::io(format!("cannot resolve {}", dir.display()), e))?;
+        store::check_folder(&dir)?;
+        let config = Config::load(&dir)?;
         let store = store::Store::open(&dir, plan.clone())?;
         let lexical = Mutex::new(LexicalIndex::open_with(
             &dir,

@@ -1168,7 +1168,10 @@ fn a_database_folder_with_wrong_permissions_gets_a_clear_error_and_loses_nothing
         ] {
             other.assert_denied(&db, args, &dir);
         }
-        other.assert_denied(&db, &["--embedded", "status"], &file);
+        // Embedded, the folder's owner is checked before any of its files is opened.
+        let r = other.run(&db, &["--embedded", "status"]);
+        assert_eq!(r.json()["error"]["code"], "unsafe_folder", "{}", r.stdout);
+        assert!(r.stdout.contains("belongs to uid 0"), "{}", r.stdout);
         chown_tree(&db.dir, other.uid);
     }
     // Not writable.

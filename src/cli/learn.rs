@@ -239,12 +239,22 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
                 }),
             ));
         }
-        let mut results: Vec<Option<Result<LearnResult, KbError>>> =
-            kb.learn_many(reqs)?.into_iter().map(Some).collect();
+        // A failure of the whole batch (a storage error: one transaction, none of it stored;
+        // or a daemon lost mid-call) is each of its lines' result, and the stream goes on.
+        let (mut results, batch_error): (Vec<Option<Result<LearnResult, KbError>>>, _) =
+            match kb.learn_many(reqs) {
+                Ok(r) => (r.into_iter().map(Some).collect(), None),
+                Err(e) => (Vec::new(), Some(e)),
+            };
         for (line_no, slot) in slots {
-            let outcome = match slot {
-                Ok(i) => results[i].take().expect("each result is printed once"),
-                Err(e) => Err(e),
+            let outcome = match (slot, &batch_error) {
+                (Ok(_), Some(e)) => Err(KbError::Remote {
+                    code: e.code().to_string(),
+                    message: e.to_string(),
+                    field: e.field().map(str::to_string),
+                }),
+                (Ok(i), None) => results[i].take().expect("each result is printed once"),
+                (Err(e), _) => Err(e),
             };
             if outcome.is_err() {
                 failed += 1;

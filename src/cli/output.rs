@@ -28,7 +28,7 @@ pub fn exit_code(e: &KbError) -> i32 {
         "not_found" => EXIT_NOT_FOUND,
         "conflict" => EXIT_CONFLICT,
         "not_initialized" | "not_a_directory" | "locked" | "plain_layout" | "daemon"
-        | "embedding_failed" => EXIT_UNAVAILABLE,
+        | "embedding_failed" | "unsafe_folder" => EXIT_UNAVAILABLE,
         "damaged" => kbdb::error::EXIT_DAMAGED,
         _ => EXIT_INTERNAL,
     }

@@ -42,6 +42,9 @@ pub struct Activity {
     /// The most it serves at once (`daemon.max_clients`; 0 from daemons of older builds).
     #[serde(default)]
     pub max_clients: u64,
+    /// The most clients it served at once since it started (0 from daemons of older builds).
+    #[serde(default)]
+    pub peak_clients: u64,
     /// Those of them subscribed to change events (MCP servers).
     #[serde(default)]
     pub subscribers: u64,
@@ -287,6 +290,11 @@ impl Client {
         params: Value,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<Value> {
+        if self.closed_by_daemon() {
+            // Closed while idle (daemon.connection_idle_secs) or by a daemon that stopped:
+            // nothing was sent, so any call may go to a new connection.
+            *self = Client::connect(&self.db_dir)?;
+        }
         match self.call_once(method, &params, progress) {
             Err(CallFailure::Lost(e)) if IDEMPOTENT_METHODS.contains(&method) => {
                 tracing::info!("daemon connection lost ({e}); reconnecting to retry {method}");
@@ -299,6 +307,25 @@ impl Client {
             ))),
             r => r.map_err(CallFailure::into_error),
         }
+    }
+
+    /// Whether the daemon closed this connection (its end of stream is waiting to be read).
+    fn closed_by_daemon(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        if !self.reader.buffer().is_empty() {
+            return false;
+        }
+        let mut byte = 0u8;
+        // SAFETY: a valid socket and a one-byte buffer; MSG_PEEK leaves the data in place.
+        let n = unsafe {
+            libc::recv(
+                self.reader.get_ref().as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n == 0
     }
 
     fn call_once(

@@ -7,6 +7,7 @@ pub mod methods;
 pub mod pool;
 pub mod server;
 
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -26,9 +27,11 @@ pub const LOG_ROTATE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Open the daemon's log in `db_dir` for appending, first moving a log of
 /// [`LOG_ROTATE_BYTES`] or more aside.
+/// Never through a symbolic link planted in its place (it would append to the link's target).
 pub fn open_log(db_dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
     let log = db_dir.join(LOG_FILE);
-    if std::fs::metadata(&log).is_ok_and(|m| m.len() >= LOG_ROTATE_BYTES) {
+    if std::fs::symlink_metadata(&log).is_ok_and(|m| m.is_file() && m.len() >= LOG_ROTATE_BYTES) {
         // A daemon still writing the old file (one refused at start can get here while
         // another runs) goes on appending to it under its new name: no line is lost.
         std::fs::rename(&log, db_dir.join(OLD_LOG_FILE))?;
@@ -36,6 +39,7 @@ pub fn open_log(db_dir: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(log)
 }
 
@@ -119,8 +123,15 @@ pub fn recorded_socket(db_dir: &Path) -> Option<PathBuf> {
 /// Record `sock` as this database's daemon socket (written whole, then renamed into place).
 pub(crate) fn record_socket(db_dir: &Path, sock: &Path) -> Result<()> {
     let tmp = db_dir.join(format!("{ENDPOINT_FILE}.{}", std::process::id()));
-    std::fs::write(&tmp, sock.as_os_str().as_encoded_bytes())
-        .map_err(|e| KbError::io(format!("cannot write {}", tmp.display()), e))?;
+    // A new file (not through a link planted under that predictable name); one left by an
+    // earlier process of the same pid is removed first.
+    let _ = std::fs::remove_file(&tmp);
+    crate::store::create_new(&tmp)
+        .and_then(|mut f| f.write_all(sock.as_os_str().as_encoded_bytes()))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            crate::store::open_error("write", &tmp, e)
+        })?;
     std::fs::rename(&tmp, db_dir.join(ENDPOINT_FILE)).map_err(|e| {
         KbError::io(
             format!("cannot write {}", db_dir.join(ENDPOINT_FILE).display()),

@@ -74,17 +74,39 @@ type Conn = Arc<Mutex<UnixStream>>;
 /// first indexes whatever is still pending.
 const INDEX_GATHER: Duration = Duration::from_millis(10);
 
-/// How long the writer waits for a subscriber to take an event (its socket buffer full) before
-/// it drops that subscriber.
-const SUBSCRIBER_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A connection subscribed to change events. Its own thread (`feed`) reads the events from the
+/// change log and writes them, so a subscriber that stops reading blocks only that thread,
+/// never the writer; the writer only wakes it (`State::notify`), and drops it once it lags
+/// more than `daemon.subscriber_max_behind` events behind.
+struct Subscriber {
+    conn: Conn,
+    /// Another handle on the socket, to close it while a blocked write holds `conn`'s lock.
+    closer: UnixStream,
+    /// Wakes its thread (one pending wake-up is enough: the thread reads all that is new).
+    wake: mpsc::SyncSender<()>,
+    /// The last change sequence written to it.
+    delivered: AtomicU64,
+    dropped: AtomicBool,
+}
+
+impl Subscriber {
+    /// Stop feeding it and close its connection: it sees the end of its stream, and subscribes
+    /// again (the MCP server does, and tells its host that changes may have been missed).
+    fn drop_it(&self) {
+        if !self.dropped.swap(true, Ordering::AcqRel) {
+            let _ = self.closer.shutdown(std::net::Shutdown::Both);
+            let _ = self.wake.try_send(());
+        }
+    }
+}
 
 struct State {
     kb: Arc<Kb>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
-    subscribers: Mutex<Vec<Conn>>,
-    /// Last change sequence sent to subscribers.
-    notified_seq: Mutex<u64>,
+    subscribers: Mutex<Vec<Arc<Subscriber>>>,
     active: AtomicUsize,
+    /// The most clients connected at once since the daemon started.
+    peak: AtomicUsize,
     last_activity: Mutex<Instant>,
     stop: Arc<AtomicBool>,
     build: String,
@@ -108,55 +130,119 @@ impl State {
         }
     }
 
-    /// Send every change committed since the last notification to the subscribers.
+    /// Tell the subscribers that changes were committed: wakes each one's thread, and drops
+    /// those that lag too far behind. Never writes to a socket, so never blocks.
     fn notify(&self) {
-        let Ok(mut seq) = self.notified_seq.lock() else {
-            return;
-        };
-        let Ok(subs) = self.subscribers.lock() else {
-            return;
-        };
-        if subs.is_empty() {
-            // Nobody listens: `subscribe` sets the sequence when the first subscriber comes.
-            return;
-        }
-        drop(subs);
-        let Ok(events) = self.kb.changes_since(*seq) else {
-            return;
-        };
-        if let Some(last) = events.last() {
-            *seq = last.seq;
-        }
         let Ok(mut subs) = self.subscribers.lock() else {
             return;
         };
-        for e in events {
-            let line = json!({"jsonrpc": "2.0", "method": "changed", "params": e}).to_string();
-            subs.retain(|c| {
-                let sent = send_line(c, &line);
-                if let Err(e) = &sent {
-                    // Closed, so that it notices (EOF) and can subscribe again.
-                    tracing::warn!("dropping a subscriber that does not take its events: {e}");
-                    if let Ok(s) = c.lock() {
-                        let _ = s.shutdown(std::net::Shutdown::Both);
-                    }
+        if subs.is_empty() {
+            return;
+        }
+        let latest = self.kb.last_change_seq().unwrap_or(0);
+        let max_behind = self.kb.config().daemon.subscriber_max_behind;
+        subs.retain(|s| {
+            if s.dropped.load(Ordering::Acquire) {
+                return false;
+            }
+            let behind = latest.saturating_sub(s.delivered.load(Ordering::Acquire));
+            if behind > max_behind {
+                tracing::warn!(
+                    behind,
+                    "dropping a subscriber that does not take its events (daemon.subscriber_max_behind)"
+                );
+                s.drop_it();
+                return false;
+            }
+            let _ = s.wake.try_send(());
+            true
+        });
+    }
+
+    /// A subscriber for `conn` from the changes after `from`, its thread started (it writes
+    /// nothing until `register` wakes it), or None when `conn` is subscribed already.
+    fn new_subscriber(&self, conn: &Conn, from: u64) -> Result<Option<Arc<Subscriber>>> {
+        let subscribed = self
+            .subscribers
+            .lock()
+            .map_err(|_| KbError::Daemon("subscriber list poisoned".into()))?
+            .iter()
+            .any(|s| Arc::ptr_eq(&s.conn, conn));
+        if subscribed {
+            return Ok(None);
+        }
+        let closer = conn
+            .lock()
+            .map_err(|_| KbError::Daemon("connection lock poisoned".into()))?
+            .try_clone()
+            .map_err(|e| KbError::io("cannot configure the subscription", e))?;
+        let (wake, woken) = mpsc::sync_channel(1);
+        let sub = Arc::new(Subscriber {
+            conn: conn.clone(),
+            closer,
+            wake,
+            delivered: AtomicU64::new(from),
+            dropped: AtomicBool::new(false),
+        });
+        let kb = self.kb.clone();
+        let fed = sub.clone();
+        named_thread("kbdb-subscriber", move || feed(&kb, &fed, woken))?;
+        Ok(Some(sub))
+    }
+
+    /// Start feeding a subscriber (after its `subscribe` was answered): changes committed since
+    /// its `from` are sent at once.
+    fn register(&self, sub: Arc<Subscriber>) {
+        let _ = sub.wake.try_send(());
+        match self.subscribers.lock() {
+            Ok(mut subs) => subs.push(sub),
+            Err(_) => sub.drop_it(),
+        }
+    }
+}
+
+/// A subscriber's thread: on each wake-up, write every change after the last one delivered.
+/// Ends when the subscriber is dropped or its connection fails.
+fn feed(kb: &Kb, sub: &Subscriber, woken: mpsc::Receiver<()>) {
+    while woken.recv().is_ok() {
+        loop {
+            if sub.dropped.load(Ordering::Acquire) {
+                return;
+            }
+            let events = match kb.changes_since(sub.delivered.load(Ordering::Acquire)) {
+                Ok(e) if e.is_empty() => break,
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("cannot read the change log for a subscriber: {e}");
+                    break;
                 }
-                sent.is_ok()
-            });
+            };
+            for e in events {
+                let line = json!({"jsonrpc": "2.0", "method": "changed", "params": e}).to_string();
+                if send_line(&sub.conn, &line).is_err() {
+                    sub.drop_it();
+                    return;
+                }
+                sub.delivered.store(e.seq, Ordering::Release);
+            }
         }
     }
 }
 
 fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
+    let mut s = conn
+        .lock()
+        .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
+    write_line(&mut s, line)
+}
+
+fn write_line(stream: &mut UnixStream, line: &str) -> std::io::Result<()> {
     // One buffer, one write: the line and its newline in two writes cost a second system call
     // and could wake the client twice.
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line.as_bytes());
     buf.push(b'\n');
-    let mut s = conn
-        .lock()
-        .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
-    s.write_all(&buf)
+    stream.write_all(&buf)
 }
 
 fn response(id: &Value, result: Value) -> String {
@@ -288,7 +374,11 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     listener
         .set_nonblocking(true)
         .map_err(|e| KbError::io("cannot configure the socket", e))?;
-    super::record_socket(kb.dir(), &sock)?;
+    // A convenience for clients of other runtime folders: a daemon that cannot write it (the
+    // disk is full) still serves.
+    if let Err(e) = super::record_socket(kb.dir(), &sock) {
+        tracing::warn!("{e}; clients with another runtime folder will not find this daemon");
+    }
 
     // The accept loop sleeps until a client connects or something writes to `wake`: a signal,
     // a `shutdown` request, the last client leaving (which starts the idle countdown). An idle
@@ -315,11 +405,11 @@ pub fn serve(db_dir: &Path) -> Result<()> {
     };
     let (tx, rx) = mpsc::channel::<Job>();
     let state = Arc::new(State {
-        notified_seq: Mutex::new(kb.last_change_seq()?),
         kb: kb.clone(),
         jobs: Mutex::new(Some(tx)),
         subscribers: Mutex::new(Vec::new()),
         active: AtomicUsize::new(0),
+        peak: AtomicUsize::new(0),
         last_activity: Mutex::new(Instant::now()),
         stop: stop.clone(),
         build: identity(kb.dir()),
@@ -507,7 +597,13 @@ struct Unsubscribe<'a> {
 impl Drop for Unsubscribe<'_> {
     fn drop(&mut self) {
         if let Ok(mut subs) = self.state.subscribers.lock() {
-            subs.retain(|c| !Arc::ptr_eq(c, &self.conn));
+            subs.retain(|s| {
+                let mine = Arc::ptr_eq(&s.conn, &self.conn);
+                if mine {
+                    s.drop_it();
+                }
+                !mine
+            });
         }
     }
 }
@@ -519,7 +615,8 @@ struct ClientCount(Arc<State>);
 impl ClientCount {
     fn new(state: &Arc<State>) -> ClientCount {
         state.touch();
-        state.active.fetch_add(1, Ordering::SeqCst);
+        let now = state.active.fetch_add(1, Ordering::SeqCst) + 1;
+        state.peak.fetch_max(now, Ordering::Relaxed);
         ClientCount(state.clone())
     }
 }
@@ -717,22 +814,77 @@ fn shared_error(e: &KbError) -> KbError {
     }
 }
 
-/// Read one line of at most `MAX_MESSAGE_BYTES`. Ok(None) at end of stream.
+/// Why a connection's next message could not be read.
+#[derive(Debug, PartialEq)]
+enum ReadFail {
+    /// Longer than `MAX_MESSAGE_BYTES`.
+    TooLong,
+    /// Its first byte came, its newline not within `daemon.message_timeout_secs`.
+    TooSlow,
+    /// No request for `daemon.connection_idle_secs`.
+    Idle,
+}
+
+/// Read one line of at most `MAX_MESSAGE_BYTES`. Ok(None) at end of stream. `idle`: how long
+/// to wait for a message's first byte (None: for ever); `slow`: how long its whole line may
+/// take from its first byte. `current`: the socket's read timeout (set only when it changes).
 fn read_message(
-    reader: &mut impl BufRead,
-) -> std::io::Result<Option<std::result::Result<Vec<u8>, ()>>> {
+    reader: &mut BufReader<UnixStream>,
+    idle: Option<Duration>,
+    slow: Duration,
+    current: &mut Option<Duration>,
+) -> std::io::Result<Option<std::result::Result<Vec<u8>, ReadFail>>> {
     let mut buf = Vec::new();
-    let n = reader
-        .by_ref()
-        .take(MAX_MESSAGE_BYTES as u64 + 1)
-        .read_until(b'\n', &mut buf)?;
-    if n == 0 {
-        return Ok(None);
+    let mut first_byte: Option<Instant> = None;
+    loop {
+        let timeout = match first_byte {
+            None => idle,
+            Some(t) => Some(
+                slow.saturating_sub(t.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+        };
+        if *current != timeout {
+            reader.get_ref().set_read_timeout(timeout)?;
+            *current = timeout;
+        }
+        let available = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Some(Err(match first_byte {
+                    None => ReadFail::Idle,
+                    Some(_) => ReadFail::TooSlow,
+                })));
+            }
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            // End of stream; a partial line without its newline is still a message.
+            return Ok((!buf.is_empty()).then_some(Ok(buf)));
+        }
+        first_byte.get_or_insert_with(Instant::now);
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        if buf.len() + take > MAX_MESSAGE_BYTES + 1 {
+            return Ok(Some(Err(ReadFail::TooLong)));
+        }
+        buf.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        if done {
+            return Ok(Some(Ok(buf)));
+        }
+        if first_byte.is_some_and(|t| t.elapsed() >= slow) {
+            return Ok(Some(Err(ReadFail::TooSlow)));
+        }
     }
-    if buf.last() != Some(&b'\n') && buf.len() > MAX_MESSAGE_BYTES {
-        return Ok(Some(Err(())));
-    }
-    Ok(Some(Ok(buf)))
 }
 
 fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
@@ -753,11 +905,35 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
         conn: conn.clone(),
     };
     let mut reader = BufReader::new(stream);
+    let daemon = &state.kb.config().daemon;
+    let mut idle = match daemon.connection_idle_secs {
+        0 => None,
+        s => Some(Duration::from_secs(s)),
+    };
+    let slow = Duration::from_secs(daemon.message_timeout_secs);
+    let mut current = None;
     loop {
-        let line = match read_message(&mut reader)? {
+        let line = match read_message(&mut reader, idle, slow, &mut current)? {
             None => return Ok(()),
-            Some(Err(())) => {
-                let msg = format!("message exceeds {MAX_MESSAGE_BYTES} bytes");
+            Some(Err(fail)) => {
+                let msg = match fail {
+                    ReadFail::TooLong => format!("message exceeds {MAX_MESSAGE_BYTES} bytes"),
+                    ReadFail::TooSlow => format!(
+                        "message not finished within {}s of its first byte (daemon.message_timeout_secs); closing",
+                        slow.as_secs()
+                    ),
+                    ReadFail::Idle => {
+                        // Nothing to tell a peer that sent nothing: the end of the stream says
+                        // it (clients open a new connection when they need one).
+                        tracing::debug!("closing a connection idle for {:?}", idle);
+                        return Ok(());
+                    }
+                };
+                tracing::warn!("dropping a client: {msg}");
+                // A peer that does not read cannot hold this thread either.
+                let _ = conn
+                    .lock()
+                    .map(|s| s.set_write_timeout(Some(Duration::from_secs(1))));
                 send_line(
                     &conn,
                     &error_response(&Value::Null, INVALID_REQUEST, &msg, None),
@@ -793,8 +969,38 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
                 payload.as_ref(),
             )))
         });
+        // A subscription starts after the changes committed before its answer, and its events
+        // come after that answer (a client reading answers skips events).
+        let (out, subscriber) = match (method.as_str(), out) {
+            ("subscribe", Ok(v)) => match state
+                .kb
+                .last_change_seq()
+                .and_then(|from| state.new_subscriber(&conn, from))
+            {
+                Ok(sub) => (Ok(v), sub),
+                Err(e) => (Err(CallError::Kb(e)), None),
+            },
+            (_, out) => (out, None),
+        };
         let line = reply_line(&id, out);
-        send_line(&conn, &line)?;
+        match subscriber {
+            None => send_line(&conn, &line)?,
+            Some(sub) => {
+                // Listed (and counted by `hello`) before its answer is sent, and fed after it:
+                // its thread writes under the connection's lock, held until the answer is out.
+                let mut stream = conn
+                    .lock()
+                    .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
+                state.register(sub.clone());
+                if let Err(e) = write_line(&mut stream, &line) {
+                    drop(stream);
+                    sub.drop_it();
+                    return Err(e);
+                }
+                // Waits for events from now on, for as long as it likes.
+                idle = None;
+            }
+        }
         if method == "shutdown" {
             state.stop.store(true, Ordering::Relaxed);
             state.wake();
@@ -819,6 +1025,7 @@ fn dispatch(
                 "uptime_secs": state.started.elapsed().as_secs(),
                 "clients": state.active.load(Ordering::Relaxed),
                 "max_clients": state.kb.config().daemon.max_clients,
+                "peak_clients": state.peak.load(Ordering::Relaxed),
                 "subscribers": state.subscribers.lock().map_or(0, |s| s.len()),
                 "writes": state.writes.load(Ordering::Relaxed),
                 "write_groups": state.write_groups.load(Ordering::Relaxed),
@@ -827,26 +1034,8 @@ fn dispatch(
             },
         })),
         "shutdown" => Ok(json!({"stopping": true})),
-        "subscribe" => {
-            // Same lock order as `notify`: the sequence, then the subscribers. Without
-            // subscribers `notify` does not follow the sequence; the first one starts it now.
-            fn poisoned<T>(_: T) -> CallError {
-                CallError::Kb(KbError::Daemon("subscriber list poisoned".into()))
-            }
-            let mut seq = state.notified_seq.lock().map_err(poisoned)?;
-            let mut subs = state.subscribers.lock().map_err(poisoned)?;
-            if subs.is_empty() {
-                *seq = state.kb.last_change_seq().map_err(CallError::Kb)?;
-            }
-            // Events are written by the writer thread: a subscriber that stops reading must not
-            // stop every write. Its writes give up after a while and it is dropped (`notify`).
-            conn.lock()
-                .map_err(poisoned)?
-                .set_write_timeout(Some(SUBSCRIBER_WRITE_TIMEOUT))
-                .map_err(|e| CallError::Kb(KbError::io("cannot configure the subscription", e)))?;
-            subs.push(conn.clone());
-            Ok(json!({"subscribed": true}))
-        }
+        // Registered by `handle` once this answer is sent: no event comes before it.
+        "subscribe" => Ok(json!({"subscribed": true})),
         m if methods::WRITE_METHODS.contains(&m) => {
             let ops = methods::write_ops(&state.kb, m, params)?;
             let outcomes = submit(state, ops).map_err(CallError::Kb)?;
@@ -907,8 +1096,8 @@ mod tests {
             kb,
             jobs: Mutex::new(None),
             subscribers: Mutex::new(Vec::new()),
-            notified_seq: Mutex::new(0),
             active: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
             last_activity: Mutex::new(Instant::now()),
             stop: Arc::new(AtomicBool::new(false)),
             build: String::new(),

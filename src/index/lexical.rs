@@ -161,8 +161,12 @@ impl LexicalIndex {
                 Self::rebuild_at(&path, db, plan)?
             }
         };
-        idx.catch_up(db)?;
-        idx.commit()?;
+        // Catching up is not needed to open: searches catch up by themselves. On a full disk
+        // it fails, and must neither refuse the open nor leave the segments it wrote.
+        if let Err(e) = idx.catch_up(db).and_then(|()| idx.commit()) {
+            tracing::warn!("the lexical index cannot catch up now ({e}); searches catch up later");
+            idx.roll_back();
+        }
         Ok(idx)
     }
 
@@ -474,6 +478,13 @@ impl LexicalIndex {
                     self.writer_lost = true;
                 }
             }
+        }
+        // The segments written for the failed commit are referenced by no commit: delete them,
+        // or each failed attempt on a full disk takes the space just freed for good.
+        if !self.writer_lost
+            && let Err(e) = self.writer.garbage_collect_files().wait()
+        {
+            tracing::warn!("lexical index: cannot delete the files of the failed commit: {e}");
         }
         self.applied_seq = self
             .index

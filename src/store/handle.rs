@@ -10,7 +10,6 @@
 //! the file for writing, so writes work again as soon as space is back.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -298,12 +297,29 @@ pub struct Store {
 impl Store {
     /// Open (creating if needed) the database of the folder `dir` and bring its schema up to
     /// date. `plan`: fail I/O calls as the plan says (tests; docs/io-faults.md).
+    ///
+    /// On a full disk the file is opened read-only instead (reads work, each write tries the
+    /// file again): opening it for writing after a crash writes (redb's recovery, the journal's
+    /// replay), and a daemon that could not start would serve no reads at all.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Store> {
-        let handle = open_writable(dir, plan.as_ref())?;
+        let slot = match open_writable(dir, plan.as_ref()) {
+            Ok(h) => Slot::Writable(h),
+            Err(e) if disk_full(&e) => match open_read_only(dir) {
+                Ok(h) => {
+                    tracing::warn!("{e}; the database is open read-only until there is room");
+                    Slot::ReadOnly(h)
+                }
+                Err(e2) => {
+                    tracing::warn!("cannot open the database read-only either: {e2}");
+                    return Err(e);
+                }
+            },
+            Err(e) => return Err(e),
+        };
         Ok(Store {
             dir: dir.to_path_buf(),
             plan,
-            slot: RwLock::new(Slot::Writable(handle)),
+            slot: RwLock::new(slot),
             generation: AtomicU64::new(0),
         })
     }
@@ -404,6 +420,11 @@ impl Store {
     }
 }
 
+/// Whether an error says the disk (or the quota) is full.
+fn disk_full(e: &KbError) -> bool {
+    matches!(e, KbError::Io { source, .. } if crate::error::is_disk_full(source))
+}
+
 /// Close a database: wait (a few seconds at most) for the calls that still use it, then drop
 /// it, which closes the file and releases its locks.
 fn close(h: Handle) {
@@ -428,14 +449,9 @@ fn close(h: Handle) {
     }
 }
 
+/// The database file, opened here (not by redb) so that a symbolic link in its place is refused.
 fn open_file(file: &Path) -> Result<std::fs::File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(file)
-        .map_err(|e| KbError::io(format!("cannot open {}", file.display()), e))
+    super::open_nofollow(file, true).map_err(|e| super::open_error("open", file, e))
 }
 
 fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
@@ -448,6 +464,9 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
                 context: format!("cannot open {}: {context}", file.display()),
                 source,
             },
+            KbError::Damaged { what } => {
+                KbError::damaged(format!("cannot open {}: {what}", file.display()))
+            }
             other => KbError::Storage(format!("cannot open {}: {other}", file.display())),
         },
         other => KbError::Storage(format!("cannot open {}: {other}", file.display())),
@@ -526,7 +545,8 @@ fn discard_unfinished_init(file: &FileBackend, path: &Path) -> Result<()> {
                     .map(|d| d.as_secs())
                     .unwrap_or(0)
             ));
-            std::fs::copy(path, &kept)?;
+            let mut from = super::open_nofollow(path, false)?;
+            std::io::copy(&mut from, &mut super::create_new(&kept)?)?;
             tracing::warn!(
                 "{}: its creation did not finish (no header); creating it again (the old bytes are kept in {})",
                 path.display(),

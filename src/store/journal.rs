@@ -16,7 +16,7 @@
 //! one's number (bytes left from before the journal started over).
 
 use std::borrow::Borrow;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -446,15 +446,17 @@ fn keep_damaged_copy(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let copy = dir.join(format!("{JOURNAL_FILE}.{DAMAGED_SUFFIX}{secs}"));
-    std::fs::write(&copy, bytes).map_err(|e| {
-        KbError::io(
-            format!(
-                "cannot keep a copy of the damaged journal in {}",
-                copy.display()
-            ),
-            e,
-        )
-    })?;
+    super::create_new(&copy)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+        .map_err(|e| {
+            KbError::io(
+                format!(
+                    "cannot keep a copy of the damaged journal in {}",
+                    copy.display()
+                ),
+                e,
+            )
+        })?;
     Ok(copy)
 }
 
@@ -487,10 +489,10 @@ pub fn inspect(dir: &Path, held: u64) -> Result<Option<String>> {
 
 /// The bytes of the journal file (None: there is none).
 fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
-    let mut file = match open_nofollow(path, false) {
+    let mut file = match super::open_nofollow(path, false) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(KbError::io(format!("cannot read {}", path.display()), e)),
+        Err(e) => return Err(super::open_error("read", path, e)),
     };
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
@@ -550,18 +552,6 @@ pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
     Ok(applied)
 }
 
-/// Open a file of the database folder without following a symlink there (another user who can
-/// write the folder could plant one to make kbdb write over a file of yours).
-pub(crate) fn open_nofollow(path: &Path, write: bool) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut o = OpenOptions::new();
-    o.read(true).custom_flags(libc::O_NOFOLLOW);
-    if write {
-        o.write(true).create(true).truncate(false);
-    }
-    o.open(path)
-}
-
 /// The file grows by this much at a time, written with zeros, so that an append's fsync has no
 /// file size or block allocation to write besides the record (ext4 writes the inode otherwise).
 const GROW: u64 = 1 << 20;
@@ -586,8 +576,8 @@ impl Journal {
     /// them) before the first `append`, which overwrites them: the caller commits durably first.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Journal> {
         let path = dir.join(JOURNAL_FILE);
-        let file = open_nofollow(&path, true)
-            .map_err(|e| KbError::io(format!("cannot open {}", path.display()), e))?;
+        let file =
+            super::open_nofollow(&path, true).map_err(|e| super::open_error("open", &path, e))?;
         let len = file
             .metadata()
             .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?

@@ -18,6 +18,83 @@ use crate::error::{KbError, Result};
 
 pub use handle::Store;
 
+/// Open a file of the database folder without following a symbolic link in its place: another
+/// user who could write the folder could plant one to make kbdb write over (or truncate) a file
+/// of the user's. `write`: open it for writing too, creating it when missing.
+pub fn open_nofollow(path: &Path, write: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).custom_flags(libc::O_NOFOLLOW);
+    if write {
+        o.write(true).create(true).truncate(false);
+    }
+    o.open(path)
+}
+
+/// Create a new file in the database folder for writing; fails when anything (a symbolic link
+/// included) is there by that name.
+pub fn create_new(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// The error for a file of the database folder that could not be opened: a symbolic link in
+/// its place (ELOOP under O_NOFOLLOW) says so, anything else is an I/O error.
+pub fn open_error(what: &str, path: &Path, e: std::io::Error) -> KbError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return KbError::UnsafeFolder {
+            path: path.to_path_buf(),
+            message: format!(
+                "{} is a symbolic link: kbdb does not follow links in its database folder \
+                 (someone who can write the folder may have put it there); remove it, and \
+                 check who can write the folder",
+                path.display()
+            ),
+        };
+    }
+    KbError::io(format!("cannot {what} {}", path.display()), e)
+}
+
+/// Refuse a database folder that another user could write (group- or other-writable without
+/// the sticky bit, or owned by another user): they could replace its files or plant links in
+/// them. Says how to fix the mode.
+pub fn check_folder(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| KbError::io(format!("cannot access {}", dir.display()), e))?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
+    if meta.uid() != me {
+        return Err(KbError::UnsafeFolder {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the database folder {} belongs to uid {}, not to you (uid {me}): its owner \
+                 could change its files under you; use a database folder of your own",
+                dir.display(),
+                meta.uid()
+            ),
+        });
+    }
+    let mode = meta.mode();
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(KbError::UnsafeFolder {
+            path: dir.to_path_buf(),
+            message: format!(
+                "the database folder {} can be written by other users (mode {:o}): they could \
+                 replace its files or plant links in it; run `chmod go-w {}`",
+                dir.display(),
+                mode & 0o7777,
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// File name of the redb database inside the database folder.
 pub const DB_FILE: &str = "kbdb.redb";
 

@@ -41,6 +41,11 @@ impl Raw {
         let _ = self.writer.write_all(b"\n");
     }
 
+    /// Send `bytes` as they are (no newline).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let _ = self.writer.write_all(bytes);
+    }
+
     /// The next line as JSON; None when the daemon closed the connection.
     pub fn read(&mut self) -> Option<Value> {
         let mut buf = String::new();
