@@ -347,13 +347,33 @@ const LATER_WINDOW: u64 = 1 << 24;
 /// A whole record with a valid check and a number in `(after, after + LATER_WINDOW]`, at or
 /// after byte `from`: its offset and number. The first cheap test is the number (eight bytes
 /// of data rarely fall in the window), then the length, then the check.
+/// The checks it hashes are bounded (twice the file and 64 MiB): bytes crafted to look like
+/// many candidates (an image's) cannot make an open after a crash take hours.
 fn later_record(bytes: &[u8], from: usize, after: u64) -> Option<(usize, u64)> {
+    later_record_within(bytes, from, after, 2 * bytes.len() + (64 << 20))
+}
+
+fn later_record_within(
+    bytes: &[u8],
+    from: usize,
+    after: u64,
+    mut budget: usize,
+) -> Option<(usize, u64)> {
     let last = bytes.len().checked_sub(HEADER)?;
     for at in from..=last {
         let seq = u64::from_le_bytes(bytes[at + 4..at + 12].try_into().expect("8 bytes"));
         if seq <= after || seq - after > LATER_WINDOW {
             continue;
         }
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if len > bytes.len() - at - HEADER {
+            continue;
+        }
+        let Some(left) = budget.checked_sub(len) else {
+            tracing::warn!("the journal's scan for records past its end stopped at byte {at}");
+            return None;
+        };
+        budget = left;
         if let Some((seq, _, _)) = record_at(bytes, at) {
             return Some((at, seq));
         }
@@ -757,6 +777,23 @@ mod tests {
         let mut torn = bytes.clone();
         torn[first.len() + 5] ^= 1;
         assert_eq!(planned(&torn, 6), Ok(vec![7]));
+    }
+
+    #[test]
+    fn the_scan_past_a_bad_record_hashes_a_bounded_amount() {
+        // 1,000 headers numbered 2 whose checks fail, each claiming the 4 KiB after it, then a
+        // valid record 3: found within a budget that covers them, not past a smaller one.
+        let mut bytes = Vec::new();
+        for _ in 0..1000 {
+            bytes.extend((4096u32).to_le_bytes());
+            bytes.extend(2u64.to_le_bytes());
+            bytes.extend([0u8; 8]);
+        }
+        let at = bytes.len();
+        bytes.extend(encode_record(3, &record(3)).unwrap());
+        bytes.resize(bytes.len() + 4096, 0);
+        assert_eq!(later_record_within(&bytes, 0, 1, usize::MAX), Some((at, 3)));
+        assert_eq!(later_record_within(&bytes, 0, 1, 100 * 4096), None);
     }
 
     #[test]
