@@ -19,6 +19,7 @@
 # learn every section, wait until the daemon has embedded them all, run every query in each
 # mode. See bench/README.md for the sets and tools/bench_quality.py for the details. Time:
 # embedding dominates (~3-10 sections/s on 2 busy cores; python-genindex has 4,566 sections).
+# Exits 0 once the table is printed; a set that failed shows its error in its row.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
