@@ -24,7 +24,8 @@ nDCG@k (gain = qrel grade, log2 discount, ideal = the best k judged grades) and 
 averaged over the judged queries; a query whose search fails scores 0.
 
 Writes into --out: SET.MODE.run (TREC run files: "qid Q0 section_id rank score kbdb-MODE"),
-results.json and table.md; prints the markdown table (set | queries | lexical nDCG@k / R@k |
+results.json (with, per query, the rank of the first relevant section in each mode, null when
+not in the top k: which queries fusion wins or loses) and table.md; prints the markdown table (set | queries | lexical nDCG@k / R@k |
 vector | hybrid | hybrid - best leg, in nDCG points). Standard library only.
 """
 import argparse
@@ -197,7 +198,8 @@ def run_set(args, name, path, sec_path, out_dir):
         embed_s = time.time() - t0
         log("  embedded %s sections in %.0fs" % (vec.get("count"), embed_s))
         res = {"set": name, "sections": len(sections), "queries": len(queries),
-               "sampled": sampled, "embed_seconds": round(embed_s, 1), "modes": {}}
+               "sampled": sampled, "embed_seconds": round(embed_s, 1), "modes": {},
+               "first_relevant_rank": {qid: {} for qid, _ in queries}}
         for mode in MODES:
             t0 = time.time()
             nd, rc, errors, warnings = [], [], 0, set()
@@ -210,6 +212,7 @@ def run_set(args, name, path, sec_path, out_dir):
                         if errors <= 3:
                             log("  %s %s failed: %s" % (mode, qid, err))
                         nd.append(0.0); rc.append(0.0)
+                        res["first_relevant_rank"][qid][mode] = None
                         continue
                     if out.get("retrieval_method") not in (None, mode):
                         warnings.add("retrieval_method %s" % out.get("retrieval_method"))
@@ -222,6 +225,8 @@ def run_set(args, name, path, sec_path, out_dir):
                         ranked.append(sid)
                         run.write("%s Q0 %s %d %s kbdb-%s\n" % (qid, sid, len(ranked),
                                                               it.get("score", 0), mode))
+                    res["first_relevant_rank"][qid][mode] = next(
+                        (i + 1 for i, d in enumerate(ranked) if d in rel), None)
                     n, r = metrics(ranked, rel, args.k)
                     nd.append(n); rc.append(r)
             m = {"ndcg": sum(nd) / len(nd) if nd else 0.0,
