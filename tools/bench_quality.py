@@ -91,8 +91,9 @@ def resolve_sets(spec):
         else:
             path = os.path.join(bench, n)
         name = os.path.basename(os.path.normpath(path))
-        sec = "sections.jsonl" if os.path.isfile(os.path.join(path, "sections.jsonl")) \
-            else "docs.jsonl"
+        # The kit's sets name their sections docs.jsonl.
+        sec = "docs.jsonl" if os.path.isfile(os.path.join(path, "docs.jsonl")) \
+            and not os.path.isfile(os.path.join(path, "sections.jsonl")) else "sections.jsonl"
         for f in (sec, "queries.jsonl", "qrels.tsv"):
             if not os.path.isfile(os.path.join(path, f)):
                 sys.exit("set %s: missing %s" % (n, os.path.join(path, f)))
