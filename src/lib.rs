@@ -991,6 +991,13 @@ impl Kb {
     ) -> Result<ImportResult> {
         let bases = maintenance::import::reference_bases(&plan.documents);
         let turn = self.index_turn()?;
+        // The embedder is held off before the write transaction begins: its rounds take the
+        // embed lock and then a write transaction, so taking them the other way round (the
+        // transaction, then the lock) deadlocked an import against a running embedder.
+        let paused = match plan.vectors {
+            Some(_) => Some(self.pause_embedder()?),
+            None => None,
+        };
         let txn = self.begin_write()?;
         let mut result = ImportResult {
             path: path.display().to_string(),
@@ -1037,10 +1044,6 @@ impl Kb {
             store::synonyms::add(&txn, term, synonyms)?;
             result.synonyms_imported += 1;
         }
-        let paused = match plan.vectors {
-            Some(_) => Some(self.pause_embedder()?),
-            None => None,
-        };
         txn.commit()?;
         turn.apply(&changes);
         if let (Some((meta, idx)), Some(paused)) = (&plan.vectors, &paused) {
