@@ -10,6 +10,7 @@ pub mod config;
 pub mod daemon;
 pub mod embedding;
 pub mod error;
+mod files;
 pub mod index;
 mod learn;
 pub mod maintenance;

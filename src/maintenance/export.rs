@@ -309,39 +309,6 @@ pub(crate) fn foreign_entry(dir: &Path) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// Exchange two paths atomically (Linux `renameat2(RENAME_EXCHANGE)`): both exist before and
-/// after, there is no moment when either is missing. Err when the system or file system
-/// cannot (the caller falls back to two renames).
-#[cfg(target_os = "linux")]
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
-    };
-    let (a, b) = (c(a)?, c(b)?);
-    // SAFETY: two valid NUL-terminated paths; the call reads them and nothing else.
-    let rc = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
-}
-
 /// Write the snapshot of `txn` into `target` (via a temporary sibling).
 pub(crate) fn export(
     txn: &ReadTransaction,
@@ -413,7 +380,7 @@ fn put_in_place(
         // rename(2) replaces an empty folder, and fails (changing nothing) on anything else.
         return fs::rename(tmp, target).map_err(renamed);
     }
-    if exchange(tmp, target).is_ok() {
+    if crate::files::exchange(tmp, target).is_ok() {
         // `tmp` now holds the previous export. Delete it only if it is still nothing but an
         // export (a file dropped into it meanwhile keeps it, visible, beside the new one).
         if foreign_entry(tmp)?.is_none() {

@@ -610,12 +610,12 @@ pub(crate) fn replace_checked(
         return discard("changed on disk while kbdb was writing it".into());
     }
     hook(Stage::BeforeSwap);
-    match exchange(&tmp, path) {
+    match crate::files::exchange(&tmp, path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return discard("was deleted on disk while kbdb was writing it".into());
         }
-        Err(e) if exchange_unsupported(&e) => {
+        Err(e) if crate::files::exchange_unsupported(&e) => {
             if let Err(e) = std::fs::rename(&tmp, path) {
                 let _ = std::fs::remove_file(&tmp);
                 return Err(e);
@@ -639,7 +639,7 @@ pub(crate) fn replace_checked(
     // A save landed between the check and the exchange: it is the user's, put it back.
     let what = "was saved on disk while kbdb was writing it (the save is kept)";
     let ours = scan::identity(&tmp_file.metadata()?);
-    if exchange(&tmp, path).is_ok() {
+    if crate::files::exchange(&tmp, path).is_ok() {
         let back = std::fs::symlink_metadata(&tmp);
         if back.as_ref().is_ok_and(|m| scan::identity(m) == ours) {
             std::fs::remove_file(&tmp)?;
@@ -720,48 +720,6 @@ fn keep_as_conflict_copy(from: &Path, path: &Path) -> std::io::Result<std::path:
     }
     // Leave it under its hidden temporary name rather than lose it.
     Ok(from.to_path_buf())
-}
-
-/// Exchange the files at `a` and `b` atomically (both must exist).
-#[cfg(target_os = "linux")]
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| {
-        std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::other("a path holds a NUL byte"))
-    };
-    let (ca, cb) = (c(a)?, c(b)?);
-    // SAFETY: two valid NUL-terminated paths, relative to the working folder (unused: they
-    // are absolute or relative as given); renameat2 only reads them.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_renameat2,
-            libc::AT_FDCWD,
-            ca.as_ptr(),
-            libc::AT_FDCWD,
-            cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn exchange(_: &Path, _: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
-}
-
-/// Whether `e` says the file system (or kernel) cannot exchange two files.
-fn exchange_unsupported(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::Unsupported
-        || matches!(
-            e.raw_os_error(),
-            Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP)
-        )
 }
 
 /// A hidden temporary name beside `path` (`.<name>.kbdb-<pid>-<n>.tmp`): syncs and watchers
