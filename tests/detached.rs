@@ -31,17 +31,7 @@ fn gone(db: &TestDb, word: &str) {
         Vec::<String>::new(),
         "{word} is still found"
     );
-    let out = db
-        .cmd()
-        .args(["check", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "check: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    db.assert_checks_clean(&format!("{word} left"));
     assert_eq!(db.json(&["gc"])["removed_sections"], 0);
 }
 

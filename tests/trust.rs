@@ -35,20 +35,6 @@ fn found(db: &TestDb, word: &str) -> usize {
     v["items"].as_array().unwrap().len()
 }
 
-fn check_clean(db: &TestDb, when: &str) {
-    let out = db
-        .cmd()
-        .args(["check", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "check after {when}: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 /// What the user holds: a word is in exactly one place, so where it went is known.
 #[derive(Default)]
 struct World {
@@ -214,11 +200,11 @@ fn run_sequence(seed: u64, steps: usize) {
                 db.json(&["export", out.to_str().unwrap()]);
                 let copy = TestDb::uninit();
                 copy.json(&["import", out.to_str().unwrap(), "--strict"]);
-                check_clean(&copy, &format!("the import of {what}"));
+                copy.assert_checks_clean(&format!("the import of {what}"));
                 verify(&copy, &w, &what, true);
             }
         }
-        check_clean(&db, &what);
+        db.assert_checks_clean(&what);
     }
     db.json(&["sync", folder.to_str().unwrap()]);
     verify(&db, &w, &format!("seed {seed}, ops {log:?}"), false);

@@ -99,6 +99,21 @@ impl TestDb {
         self.json(&a)
     }
 
+    /// `kbdb check` exits 0 (`when` says after what, in the failure message).
+    pub fn assert_checks_clean(&self, when: &str) {
+        let out = self
+            .cmd()
+            .args(["check", "--format", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "check after {when}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
     pub fn status(&self) -> Value {
         self.json(&["status"])
     }
