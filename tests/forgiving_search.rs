@@ -115,6 +115,13 @@ fn a_query_whose_words_match_is_never_corrected() {
     let r = db.json(&["search", "pg"]);
     assert_eq!(kbids(&r), vec![b], "{r}");
     assert!(r.get("corrected").is_none(), "{r}");
+    // A word the index does not hold that matches by a synonym is a match too (it is not
+    // corrected to a neighbouring word).
+    let k8s = db.learn(&["The k8s cluster runs staging."])["kbid"].clone();
+    db.learn(&["Kubernates is a typo someone stored."]);
+    let r = db.json(&["search", "kubernetes"]);
+    assert_eq!(kbids(&r), vec![k8s], "{r}");
+    assert!(r.get("corrected").is_none(), "{r}");
     // Short words and words far from everything stay unmatched.
     for q in ["pgx", "zzzzzzzz"] {
         let r = db.json(&["search", q]);

@@ -294,6 +294,11 @@ impl Builder<'_> {
     }
 }
 
+/// The text fields a word is searched in (those `Builder::scored_fields` boosts).
+fn text_fields(f: &Fields) -> [Field; 5] {
+    [f.heading, f.body, f.code, f.description, f.tags_text]
+}
+
 /// Shortest normalised word that typo tolerance corrects (shorter ones have too many
 /// neighbours one edit away).
 pub const MIN_FUZZY_CHARS: usize = 4;
@@ -322,6 +327,19 @@ pub fn correct_typos(
         let term = b.norm.norm(&chunk.whole);
         let len = term.chars().count();
         if len < MIN_FUZZY_CHARS || !term.chars().all(char::is_alphabetic) {
+            continue;
+        }
+        // Almost every word is an indexed term: a few dictionary lookups settle it, so a search
+        // whose words match pays no query for this (the full one below also tries synonyms).
+        let fields = text_fields(b.fields);
+        let mut indexed = false;
+        for f in fields {
+            if searcher.doc_freq(&Term::from_field_text(f, &term))? > 0 {
+                indexed = true;
+                break;
+            }
+        }
+        if indexed {
             continue;
         }
         let q = b.part_query(part);
@@ -382,13 +400,7 @@ fn one_edit_term(
             variants.insert(at(v));
         }
     }
-    let fields = [
-        b.fields.heading,
-        b.fields.body,
-        b.fields.code,
-        b.fields.description,
-        b.fields.tags_text,
-    ];
+    let fields = text_fields(b.fields);
     let own = b.norm.norm(word);
     let mut best: Option<(u64, String)> = None;
     let mut seen = std::collections::HashSet::new();
@@ -430,13 +442,7 @@ fn nearest_term(
     let target: Vec<char> = term.chars().collect();
     let mut found: std::collections::HashMap<String, (usize, u64)> = Default::default();
     for segment in searcher.segment_readers() {
-        for field in [
-            fields.heading,
-            fields.body,
-            fields.code,
-            fields.description,
-            fields.tags_text,
-        ] {
+        for field in text_fields(fields) {
             let index = segment.inverted_index(field)?;
             let mut stream = index
                 .terms()

@@ -365,18 +365,7 @@ fn record_of(
 ) -> Result<FileRecord> {
     let m = std::fs::symlink_metadata(path)
         .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
-    let st = FileStat::of(&m);
-    Ok(FileRecord {
-        root: root.to_string(),
-        path: rel.to_string(),
-        hash: scan::hash(text.as_bytes()),
-        size: st.size,
-        mtime_ns: st.mtime_ns,
-        ctime_ns: st.ctime_ns,
-        ino: st.ino,
-        recorded_at_ns,
-        front_matter: syntax_name(syntax),
-    })
+    Ok(record_from(root, rel, &m, text, recorded_at_ns, syntax))
 }
 
 fn with_final_newline(s: &str) -> String {
