@@ -70,7 +70,7 @@ pub(crate) enum PreparedOp {
         edit: crate::collections::edit::DocEdit,
         limits: Limits,
     },
-    Sync(crate::sync::engine::PreparedSync),
+    Sync(crate::sync::run::PreparedSync),
 }
 
 /// Validate a write without touching the store.
@@ -84,7 +84,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
         WriteOp::EditDocument { docid, edit } => {
             crate::collections::edit::prepare(docid, edit, limits)
         }
-        WriteOp::Sync(op) => crate::sync::engine::prepare(op, limits).map(PreparedOp::Sync),
+        WriteOp::Sync(op) => crate::sync::run::prepare(op, limits).map(PreparedOp::Sync),
         WriteOp::LearnDocument {
             docid,
             markdown,
@@ -190,7 +190,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<Wr
             edit,
             limits,
         } => crate::collections::edit::apply(t, docid, edit, &limits),
-        PreparedOp::Sync(p) => crate::sync::engine::apply(t, p),
+        PreparedOp::Sync(p) => crate::sync::run::apply(t, p),
         other => apply_prepared(t, other).map(Ok),
     }
 }

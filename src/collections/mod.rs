@@ -4,7 +4,7 @@
 //! model; section edits change one section of a document. See docs/collections.md.
 
 pub mod edit;
-pub mod engine;
 pub mod index;
 pub mod model;
 pub mod query;
+pub mod state;

@@ -2,6 +2,7 @@
 //! gives typed access to the tables inside one transaction.
 
 #[doc(hidden)]
+pub(crate) mod durability;
 pub mod faults;
 pub mod handle;
 pub mod journal;

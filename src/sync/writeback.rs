@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 
-use super::engine::{prepare_text, syntax_name};
 use super::records::{self, FileRecord, FileStat, RecordTable, SyncRoot};
+use super::run::{prepare_text, syntax_name};
 use super::scan;
 use crate::collections::edit::{DocEdit, EditResult, delete_document, merge};
 use crate::config::Limits;

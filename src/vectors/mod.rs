@@ -10,8 +10,8 @@
 //! the table on first use and follows each embedder commit.
 
 pub mod embedder;
-pub mod engine;
 pub mod matrix;
+pub mod state;
 pub mod store;
 
 use sha2::{Digest, Sha256};

@@ -1,64 +1,18 @@
-//! The `Kb` side of vectors: the configured provider (created on first use), the in-memory
-//! matrix, the embedder rounds, vector and hybrid search, and rebuild and status parts.
+//! Vectors: the configured embedding provider (created on first use), the embedder rounds
+//! that embed what was written, rebuild and status of the vectors.
 
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
-
-use redb::{ReadableDatabase, ReadableTable};
-
-use super::embedder::{self, Freshness, Provider};
-use super::matrix::{RESCORE_MARGIN, VectorMatrix};
+use super::Kb;
+use crate::WriteOutcome;
 use crate::config::ProviderKind;
 use crate::embedding::EmbedError;
 use crate::error::{KbError, Result};
 use crate::model::VectorStatus;
-use crate::search::{FUSION_DEPTH, Filters, Retrieval, SearchRequest, SearchResponse, VectorHits};
-use crate::store::txn::ReadTables;
-use crate::{Kb, WriteOutcome};
-
-/// Most pending section changes a vector search embeds itself before answering (read-your-
-/// writes for a few fresh sections; beyond that it answers with what is embedded and says so).
-pub const SEARCH_CATCH_UP: u64 = 256;
-
-/// Vector state a `Kb` keeps in memory.
-#[derive(Default)]
-pub struct VectorEngine {
-    provider: Mutex<Option<Provider>>,
-    /// Loaded on the first vector search; follows every embedder commit after that.
-    matrix: RwLock<Option<VectorMatrix>>,
-    /// One embedder round (or rebuild) at a time.
-    embed_lock: Mutex<()>,
-    /// The last embedding failure, cleared by the next success.
-    last_error: Mutex<Option<String>>,
-    /// Whether any embedding attempt (or the provider probe) has finished, so `last_error`
-    /// says whether the provider works.
-    health_known: std::sync::atomic::AtomicBool,
-    /// Whether a probe was started (the daemon's embedder); writes wait for its answer only
-    /// then.
-    probing: std::sync::atomic::AtomicBool,
-}
-
-/// How long the first write of a process waits for the provider probe to finish, so that it
-/// can say `vector_embedding_failed` when the provider is down (docs/vectors.md).
-const PROBE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-fn poisoned<T>(_: T) -> KbError {
-    KbError::Storage("vector state lock poisoned by an earlier panic".into())
-}
-
-impl VectorEngine {
-    /// After a panic was caught (a damaged page): the locks work again, and the vectors are
-    /// loaded anew at the next vector search.
-    pub(crate) fn recover(&self) {
-        self.provider.clear_poison();
-        self.matrix.clear_poison();
-        self.embed_lock.clear_poison();
-        self.last_error.clear_poison();
-        if let Ok(mut m) = self.matrix.write() {
-            *m = None;
-        }
-    }
-}
+use crate::vectors::embedder::{self, Freshness, Provider};
+use crate::vectors::state::*;
+use crate::vectors::{embedding_input, input_fingerprint, store as vector_store};
+use redb::ReadableTable;
+use std::sync::Arc;
+use std::time::Instant;
 
 impl Kb {
     /// The configured embedding provider (None: `provider = "none"`), created on first use.
@@ -102,7 +56,7 @@ impl Kb {
     }
 
     /// A path of worker.toml, relative to the database folder when not absolute.
-    fn resolve(&self, path: &str) -> std::path::PathBuf {
+    pub(super) fn resolve(&self, path: &str) -> std::path::PathBuf {
         let p = std::path::Path::new(path.trim());
         if p.is_absolute() {
             p.to_path_buf()
@@ -123,7 +77,7 @@ impl Kb {
         self.has_provider()
     }
 
-    fn has_provider(&self) -> bool {
+    pub(super) fn has_provider(&self) -> bool {
         self.config.embedding.provider != ProviderKind::None
             || self
                 .vectors
@@ -133,7 +87,7 @@ impl Kb {
                 .unwrap_or(false)
     }
 
-    fn active_provider(&self) -> Result<Option<Provider>> {
+    pub(super) fn active_provider(&self) -> Result<Option<Provider>> {
         if let Some(p) = self.vectors.provider.lock().map_err(poisoned)?.as_ref() {
             return Ok(Some(p.clone()));
         }
@@ -147,7 +101,7 @@ impl Kb {
         self.embed_rounds(u64::MAX)
     }
 
-    fn embed_rounds(&self, max_changes: u64) -> Result<()> {
+    pub(super) fn embed_rounds(&self, max_changes: u64) -> Result<()> {
         let provider = match self.active_provider() {
             Ok(Some(p)) => p,
             Ok(None) => return Ok(()),
@@ -187,7 +141,7 @@ impl Kb {
         }
     }
 
-    fn note_embedding(&self, r: std::result::Result<(), &KbError>) {
+    pub(super) fn note_embedding(&self, r: std::result::Result<(), &KbError>) {
         self.vectors
             .health_known
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -279,170 +233,7 @@ impl Kb {
         }
     }
 
-    /// Search (docs/search.md): lexical, or vector/hybrid through the embedding provider.
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse> {
-        let retrieval = crate::search::requested_retrieval(req)?;
-        if retrieval == Retrieval::Lexical {
-            let documents = self.collection_filter(req)?;
-            return self.search_lexical(req, None, Retrieval::Lexical, documents.as_ref());
-        }
-        // A provider that is down (an unreachable API, a missing model) degrades the search to
-        // lexical with a warning; only a missing configuration is an error (the spec's
-        // EMBEDDING_PROVIDER_NOT_CONFIGURED).
-        let query = self
-            .active_provider()
-            .and_then(|p| p.ok_or(KbError::EmbeddingNotConfigured))
-            .and_then(|p| self.embed_query(p.as_ref(), &req.query));
-        match query {
-            Ok(query) => self.search_with_query_vector(req, query.as_deref()),
-            Err(KbError::Embedding(why)) => {
-                let documents = self.collection_filter(req)?;
-                let mut r = self.search_lexical(req, None, retrieval, documents.as_ref())?;
-                r.warnings.push(format!(
-                    "embedding_unavailable: {why} (lexical results shown)"
-                ));
-                Ok(r)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The query's embedding (None: the vectors are stale, the search falls back).
-    fn embed_query(
-        &self,
-        provider: &dyn crate::embedding::EmbeddingProvider,
-        query: &str,
-    ) -> Result<Option<Vec<f32>>> {
-        if embedder::freshness(&*self.db()?, provider)? == Freshness::Stale {
-            return Ok(None);
-        }
-        let text = query.trim();
-        if text.is_empty() {
-            return Ok(Some(vec![0.0; provider.dimensions()]));
-        }
-        let mut v = provider
-            .embed(&[text.to_string()])
-            .map_err(|e| KbError::Embedding(format!("cannot embed the query: {e}")))?;
-        match v.pop() {
-            Some(v) if v.len() == provider.dimensions() => Ok(Some(v)),
-            _ => Err(KbError::Embedding(
-                "the provider returned no vector of the configured dimensions for the query".into(),
-            )),
-        }
-    }
-
-    /// Embed a query text with the configured provider (benchmarks time this apart).
-    pub fn query_embedding(&self, query: &str) -> Result<Vec<f32>> {
-        let provider = self
-            .active_provider()?
-            .ok_or(KbError::EmbeddingNotConfigured)?;
-        self.embed_query(provider.as_ref(), query)?.ok_or_else(|| {
-            KbError::Embedding("the vector index is stale; run `kbdb rebuild`".into())
-        })
-    }
-
-    /// A `vector` or `hybrid` search with the query already embedded (None: stale vectors,
-    /// lexical fallback with `vector_index_stale`).
-    pub fn search_with_query_vector(
-        &self,
-        req: &SearchRequest,
-        query: Option<&[f32]>,
-    ) -> Result<SearchResponse> {
-        let retrieval = crate::search::requested_retrieval(req)?;
-        let documents = self.collection_filter(req)?;
-        let Some(query) = query.filter(|_| retrieval != Retrieval::Lexical) else {
-            let mut r = self.search_lexical(req, None, retrieval, documents.as_ref())?;
-            if retrieval != Retrieval::Lexical {
-                r.vector_index_stale = true;
-                r.warnings.push(
-                    "vector_index_stale: the stored vectors are of another model; run `kbdb rebuild` (lexical results shown)".into(),
-                );
-            }
-            return Ok(r);
-        };
-        let mut warnings = Vec::new();
-        // Read-your-writes for a few fresh sections; more are left to the embedder.
-        let pending = embedder::pending_changes(&*self.db()?)?;
-        if pending > 0 {
-            if pending <= SEARCH_CATCH_UP {
-                if let Err(e) = self.embed_rounds(SEARCH_CATCH_UP) {
-                    warnings.push(format!(
-                        "vectors_pending: {pending} section change(s) could not be embedded yet ({e})"
-                    ));
-                }
-            } else {
-                warnings.push(format!(
-                    "vectors_pending: {pending} section change(s) are still being embedded; they are missing from the vector results"
-                ));
-            }
-        }
-        // The vector scan runs on its own thread while this one runs the lexical query; the
-        // fusion waits for it. Without a thread to be had (a process limit), it runs here.
-        let mut r = std::thread::scope(|scope| {
-            let scan = std::thread::Builder::new()
-                .spawn_scoped(scope, || self.vector_hits(req, query, documents.clone()));
-            let v = VectorHits::pending(
-                || match scan {
-                    Ok(scan) => scan.join().map_err(|_| {
-                        KbError::Storage("vector search: the scan thread panicked".into())
-                    })?,
-                    Err(_) => self.vector_hits(req, query, documents.clone()),
-                },
-                retrieval == Retrieval::Vector,
-                self.config.embedding.rrf_k,
-            );
-            self.search_lexical(req, Some(&v), retrieval, documents.as_ref())
-        })?;
-        r.warnings.extend(warnings);
-        Ok(r)
-    }
-
-    /// The nearest sections to `query` that pass the request's filters, best first.
-    fn vector_hits(
-        &self,
-        req: &SearchRequest,
-        query: &[f32],
-        documents: Option<std::collections::HashSet<String>>,
-    ) -> Result<Vec<(String, f32)>> {
-        let mut filters = Filters::of(req)?;
-        filters.documents = documents;
-        self.ensure_matrix(query.len())?;
-        let txn = self.db()?.begin_read()?;
-        let t = ReadTables::open(&txn)?;
-        let candidates = {
-            let guard = self.vectors.matrix.read().map_err(poisoned)?;
-            let Some(m) = guard.as_ref() else {
-                return Ok(Vec::new());
-            };
-            let mut failure = None;
-            let top = m.top(
-                query,
-                FUSION_DEPTH,
-                &mut |kbid| match filters.accept(&t, kbid) {
-                    Ok(ok) => ok,
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                        false
-                    }
-                },
-            );
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            top
-        };
-        // Exact scores for the page asked for and a margin (reading a stored f32 vector costs
-        // more than scanning thousands of quantized rows); the tail keeps its quantized order,
-        // which only feeds RRF ranks, where a swap of close neighbours changes nothing visible.
-        let asked = req.offset.unwrap_or(0) + req.limit.unwrap_or(crate::search::DEFAULT_LIMIT);
-        let head = candidates.len().min(asked + RESCORE_MARGIN);
-        let head_kbids: Vec<String> = candidates[..head].iter().map(|(k, _)| k.clone()).collect();
-        let mut out = embedder::rescore(&*self.db()?, query, &head_kbids)?;
-        out.extend(candidates.into_iter().skip(head));
-        Ok(out)
-    }
-
-    fn ensure_matrix(&self, dims: usize) -> Result<()> {
+    pub(super) fn ensure_matrix(&self, dims: usize) -> Result<()> {
         if self
             .vectors
             .matrix
@@ -513,7 +304,7 @@ impl Kb {
         let mut stored = 0;
         {
             let mut st = txn.open_table(crate::store::tables::VECTOR_STATE)?;
-            let mut state = super::store::VectorState::read(&st)?;
+            let mut state = vector_store::VectorState::read(&st)?;
             if state.model.is_none() {
                 // Adopt the model; the embedder replays every change and skips the sections
                 // whose vector is stored below.
@@ -539,13 +330,13 @@ impl Kb {
                     crate::model::records::decode("sections", kbid, rec.value())?;
                 let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
                     .unwrap_or_default();
-                let Some(input) = super::embedding_input(&rec, &bytes) else {
+                let Some(input) = embedding_input(&rec, &bytes) else {
                     continue;
                 };
-                let fp = super::input_fingerprint(&input);
+                let fp = input_fingerprint(&input);
                 vt.insert(
                     kbid.as_str(),
-                    super::store::encode_vector(&fp, v).as_slice(),
+                    vector_store::encode_vector(&fp, v).as_slice(),
                 )?;
                 stored += 1;
             }
@@ -560,7 +351,7 @@ impl Kb {
         let cfg = &self.config.embedding;
         let state = {
             let txn = redb::ReadableDatabase::begin_read(&*self.db()?)?;
-            super::store::read_state(&txn)?
+            vector_store::read_state(&txn)?
         };
         let (count, failures) = embedder::counts(&*self.db()?)?;
         let (model, dims) = match self.vectors.provider.lock().map_err(poisoned)?.as_ref() {

@@ -1,141 +1,19 @@
-//! The `Kb` side of collections: models kept in the store, the document index, and every
-//! collection operation the CLI and the MCP server expose (docs/collections.md).
+//! Collections: models kept in the store, the document index, and every collection
+//! operation the CLI and the MCP server expose (docs/collections.md).
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-
-use redb::ReadableDatabase;
-use serde_json::{Map, Value, json};
-
-use super::edit::{DocEdit, EditResult};
-use super::index::{DocEntry, DocIndex};
-use super::model::{self, DocInput, DocSection, ModelSet, Validation};
-use super::query::{self, QueryOutcome, QuerySpec};
-use crate::Kb;
+use super::Kb;
+use crate::collections::edit::{DocEdit, EditResult};
+use crate::collections::index::{DocEntry, DocIndex};
+use crate::collections::model::{self, ModelSet, Validation};
+use crate::collections::query::{self, QueryOutcome, QuerySpec};
+use crate::collections::state::*;
 use crate::error::{KbError, Result};
 use crate::model::records::{ChangeKind, DocumentRecord, SectionRecord, decode};
 use crate::store::tables::{COLLECTION, CONTENT, DOCUMENTS, SECTIONS};
 use crate::writes::{WriteOp, WriteOutcome};
-
-/// The key of the models' TOML text in the `collection` table.
-const MODELS_KEY: &str = "models";
-/// Most documents `validate all` / a model reports on in one call.
-pub const MAX_VALIDATE: usize = 10_000;
-/// Results of a `fetchAll` query without `limit` (lean answers for agents; `total` and
-/// `has_more` say when there are more, `offset` pages).
-pub const DEFAULT_QUERY_LIMIT: usize = 100;
-/// Most matches `search_content` / `text_search` return.
-pub const MAX_TEXT_MATCHES: usize = 1_000;
-
-/// Collection state a `Kb` keeps in memory.
-#[derive(Default)]
-pub struct CollectionState {
-    models: RwLock<Option<Arc<ModelSet>>>,
-    index: Mutex<Option<DocIndex>>,
-    generation: std::sync::atomic::AtomicU64,
-}
-
-fn poisoned<T>(_: T) -> KbError {
-    KbError::Storage("collection state lock poisoned by an earlier panic".into())
-}
-
-impl CollectionState {
-    /// After a panic was caught (a damaged page): the locks work again, and the document
-    /// index is built anew at its next use.
-    pub(crate) fn recover(&self) {
-        self.models.clear_poison();
-        self.index.clear_poison();
-        if let Ok(mut i) = self.index.lock() {
-            *i = None;
-        }
-    }
-}
-
-/// A document read for validation or display: record, sections (level, heading, text).
-struct StoredDoc {
-    rec: DocumentRecord,
-    meta: Map<String, Value>,
-    sections: Vec<(u8, String, String)>,
-}
-
-impl StoredDoc {
-    fn inputs(&self) -> Vec<DocSection<'_>> {
-        self.sections
-            .iter()
-            .map(|(level, heading, text)| DocSection {
-                level: *level,
-                heading,
-                text,
-            })
-            .collect()
-    }
-
-    /// The document as the model layer sees it (`sections` from [`StoredDoc::inputs`]).
-    fn input<'a>(&'a self, docid: &'a str, sections: &'a [DocSection<'a>]) -> DocInput<'a> {
-        DocInput {
-            docid,
-            title: self.rec.title.as_deref(),
-            meta: &self.meta,
-            sections,
-        }
-    }
-
-    /// The text of the section at `i` with its sub-sections: it runs up to the next section
-    /// of the same or a higher level (a lower number), as `update_section` counts it.
-    fn section_with_children(&self, i: usize) -> String {
-        let level = self.sections[i].0;
-        let mut parts = vec![self.sections[i].2.trim_end()];
-        if level > 0 {
-            parts.extend(
-                self.sections[i + 1..]
-                    .iter()
-                    // A section without a heading (attached text) reads as part of the one before.
-                    .take_while(|(l, _, _)| *l == 0 || *l > level)
-                    .map(|(_, _, t)| t.trim_end()),
-            );
-        }
-        parts.join("\n\n")
-    }
-
-    /// The first heading section whose heading matches `heading` (case-insensitive, runs of
-    /// spaces collapsed, a leading `#…` marker ignored), by its index.
-    fn find_heading(&self, heading: &str) -> Option<usize> {
-        let wanted = crate::text::section_edit::wanted(heading);
-        wanted.iter().find_map(|w| {
-            self.sections
-                .iter()
-                .position(|(l, h, _)| *l > 0 && crate::text::section_edit::normalized(h) == *w)
-        })
-    }
-
-    fn markdown(&self) -> String {
-        let mut s = self
-            .sections
-            .iter()
-            .map(|(_, _, t)| t.trim_end())
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        s.push('\n');
-        s
-    }
-
-    /// The document as a file: its metadata as YAML front matter (as sync writes a new file),
-    /// then the body. What `text_search` searches, so that metadata is found and line numbers
-    /// count from the file's first line.
-    fn file_text(&self) -> String {
-        if self.meta.is_empty() {
-            return self.markdown();
-        }
-        match crate::text::frontmatter::render(
-            crate::text::frontmatter::Syntax::Yaml,
-            &self.meta,
-            &[],
-        ) {
-            Ok(front) => front + &self.markdown(),
-            // Metadata that reads back from no front matter (never stored): the body alone.
-            Err(_) => self.markdown(),
-        }
-    }
-}
+use redb::ReadableDatabase;
+use serde_json::{Map, Value, json};
+use std::sync::{Arc, MutexGuard};
 
 impl Kb {
     /// The loaded models (only `Base` until `models_load`).
@@ -184,7 +62,7 @@ impl Kb {
     }
 
     /// The document index, loaded on first use and caught up with the store and the models.
-    fn doc_index(&self) -> Result<(MutexGuard<'_, Option<DocIndex>>, Arc<ModelSet>)> {
+    pub(super) fn doc_index(&self) -> Result<(MutexGuard<'_, Option<DocIndex>>, Arc<ModelSet>)> {
         let models = self.models()?;
         let generation = self
             .collection
@@ -202,7 +80,7 @@ impl Kb {
         Ok((guard, models))
     }
 
-    fn read_stored_doc(&self, docid: &str) -> Result<StoredDoc> {
+    pub(super) fn read_stored_doc(&self, docid: &str) -> Result<StoredDoc> {
         crate::model::validate::validate_docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let docs = txn.open_table(DOCUMENTS)?;
@@ -287,7 +165,7 @@ impl Kb {
     }
 
     /// A query result: `{id, title, model, meta}`, plus `sections` and `related` when selected.
-    fn shape_result(
+    pub(super) fn shape_result(
         &self,
         entry: &DocEntry,
         select: &Value,
@@ -825,135 +703,9 @@ impl Kb {
         ))
     }
 
-    fn begin_write_txn(&self) -> Result<redb::WriteTransaction> {
+    pub(super) fn begin_write_txn(&self) -> Result<redb::WriteTransaction> {
         let mut txn = self.db_write()?.begin_write()?;
         txn.set_durability(redb::Durability::Immediate)?;
         Ok(txn)
     }
-}
-
-/// `create_document` input.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct CreateDocument {
-    pub model: String,
-    pub title: String,
-    #[serde(default)]
-    pub meta: Map<String, Value>,
-    #[serde(default)]
-    pub content: Option<String>,
-    /// The docid (default: the model's folder and the title's slug).
-    #[serde(default, alias = "pathId")]
-    pub docid: Option<String>,
-}
-
-/// `text_search` input.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct TextSearch {
-    pub pattern: String,
-    #[serde(default)]
-    pub expanded: bool,
-    #[serde(default)]
-    pub include: Option<String>,
-    #[serde(default)]
-    pub exclude: Option<String>,
-    #[serde(default)]
-    pub ignore_case: bool,
-    #[serde(default)]
-    pub max_results: Option<usize>,
-}
-
-const PRIMER: &str = "# Working with this knowledge base's documents\n\n\
-Documents have a docid (like `stories/login`), a title, metadata (front matter) and sections \
-(one per heading). Models give documents a type: fields the metadata should have, sections the \
-body should have, and relationships to other documents.\n\n\
-Workflow: `inspect` for an overview, `get_model_info` before creating or editing documents of a \
-model, `query` to find documents by metadata, `search_content`/`text_search` for text, \
-`create_document` to add one (scaffolded from its model), `update_section` for surgical edits, \
-`update_document` for metadata, and `validate` after every change. Validation reports problems; \
-it never refuses a change.";
-
-/// An error naming the models when `model` (if given) is not one of them.
-fn known_model(models: &ModelSet, model: Option<&str>) -> Result<()> {
-    match model {
-        Some(m) if models.get(m).is_none() => Err(KbError::invalid(
-            "model",
-            format!("no model {m:?}; the models are: {}", model_names(models)),
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn model_names(set: &ModelSet) -> String {
-    set.all()
-        .map(|m| m.name.clone())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A section's text without its heading line.
-fn section_body(text: &str) -> String {
-    let mut lines = text.lines();
-    match lines.next() {
-        Some(first) if crate::text::markdown::atx_heading(first).is_some() => {
-            lines.collect::<Vec<_>>().join("\n").trim().to_string()
-        }
-        _ => text.trim().to_string(),
-    }
-}
-
-fn build_regex(field: &str, pattern: &str, ignore_case: bool) -> Result<regex::Regex> {
-    if pattern.is_empty() {
-        return Err(KbError::invalid(field, "must not be empty"));
-    }
-    regex::RegexBuilder::new(pattern)
-        .case_insensitive(ignore_case)
-        .size_limit(1 << 20)
-        .build()
-        .or_else(|_| {
-            // Not a valid regex: search for the text as written.
-            regex::RegexBuilder::new(&regex::escape(pattern))
-                .case_insensitive(ignore_case)
-                .build()
-        })
-        .map_err(|e| KbError::invalid(field, format!("is not a usable pattern: {e}")))
-}
-
-/// A glob over docids (`*` within a segment, `**` across, `?` one character) as a regex; a glob
-/// without `/` also matches the last segment (`*.md`-style filters on names).
-fn glob_regex(glob: &str) -> Result<regex::Regex> {
-    let mut re = String::from("^");
-    let mut chars = glob.trim().chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' if chars.peek() == Some(&'*') => {
-                chars.next();
-                re.push_str(".*");
-            }
-            '*' => re.push_str("[^/]*"),
-            '?' => re.push_str("[^/]"),
-            c => re.push_str(&regex::escape(&c.to_string())),
-        }
-    }
-    re.push('$');
-    let full = if glob.contains('/') {
-        re
-    } else {
-        format!("(^|/){}", &re[1..])
-    };
-    regex::Regex::new(&full).map_err(|e| KbError::invalid("include", format!("bad glob: {e}")))
-}
-
-/// About 80 characters either side of a match, on char boundaries.
-fn context_of(text: &str, start: usize, end: usize) -> String {
-    let mut a = start.saturating_sub(80);
-    while !text.is_char_boundary(a) {
-        a -= 1;
-    }
-    let mut b = (end + 80).min(text.len());
-    while !text.is_char_boundary(b) {
-        b += 1;
-    }
-    text[a..b].replace('\n', " ").trim().to_string()
 }

@@ -1,0 +1,1257 @@
+//! Unit tests of the engine that need its private parts (transactions, indexes).
+
+use base64::Engine;
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata};
+
+use super::*;
+use crate::model::*;
+use crate::store::tables::*;
+use crate::store::txn::{ReadTables, WriteTables};
+use crate::{SearchRequest, WriteOp, WriteOutcome};
+
+fn rows(kb: &Kb) -> [u64; 6] {
+    let txn = kb.db().unwrap().begin_read().unwrap();
+    let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();
+    [
+        mm(TAGS),
+        // Entries of the in-memory source-key index (migration 0011).
+        kb.loaded_index_turn()
+            .unwrap()
+            .get()
+            .map_or(0, |i| i.source_keys.len() as u64),
+        // Sections whose record holds band keys (migration 0009).
+        txn.open_table(SECTIONS)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .filter(|row| {
+                let (k, v) = row.as_ref().unwrap();
+                let rec: model::records::SectionRecord =
+                    model::records::decode("sections", k.value(), v.value()).unwrap();
+                rec.bands.is_some()
+            })
+            .count() as u64,
+        mm(DOC_SECTIONS),
+        mm(SECTION_DOCS),
+        txn.open_table(SECTIONS).unwrap().len().unwrap(),
+    ]
+}
+
+/// Record `version` as the database's schema version (a test pretending the database
+/// predates the migrations after it).
+fn set_schema_version(txn: &redb::WriteTransaction, version: u32) {
+    txn.open_table(META)
+        .unwrap()
+        .insert(META_SCHEMA_VERSION, version.to_le_bytes().as_slice())
+        .unwrap();
+}
+
+/// Put the content back where schema 9 kept it (`content`, keyed by kbid; records without
+/// `content_seq`), so that a test can pretend the database predates migration 10.
+fn content_as_in_schema_9(txn: &redb::WriteTransaction) {
+    let mut sections = txn.open_table(SECTIONS).unwrap();
+    let rows: Vec<(String, model::records::SectionRecord)> = sections
+        .iter()
+        .unwrap()
+        .map(|row| {
+            let (k, v) = row.unwrap();
+            let rec = model::records::decode("sections", k.value(), v.value()).unwrap();
+            (k.value().to_string(), rec)
+        })
+        .collect();
+    {
+        let content = txn.open_table(CONTENT).unwrap();
+        let mut old = txn.open_table(CONTENT_BY_KBID).unwrap();
+        for (kbid, rec) in &rows {
+            let bytes = content.get(rec.content_seq).unwrap().unwrap();
+            old.insert(kbid.as_str(), bytes.value()).unwrap();
+        }
+    }
+    for (kbid, rec) in rows {
+        let v2 = model::records::SectionRecordV2 {
+            section_type: rec.section_type,
+            title: rec.title,
+            description: rec.description,
+            tags: rec.tags,
+            source_key: rec.source_key,
+            created_at: rec.created_at,
+            updated_at: rec.updated_at,
+            checksum: rec.checksum,
+            size: rec.size,
+            standalone: rec.standalone,
+            terms_count: rec.terms_count,
+            bands: rec.bands,
+        };
+        sections
+            .insert(kbid.as_str(), model::records::encode(&v2).as_slice())
+            .unwrap();
+    }
+    drop(sections);
+    txn.delete_table(CONTENT).unwrap();
+}
+
+#[test]
+fn migration_10_keys_content_by_sequence() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let texts = [
+        "first fact of three",
+        "second fact of three",
+        "third fact of three",
+    ];
+    let kbids: Vec<String> = texts
+        .iter()
+        .map(|t| kb.learn(LearnRequest::text(*t)).unwrap().kbid)
+        .collect();
+    let lost = kb
+        .learn(LearnRequest::text("its content goes missing"))
+        .unwrap()
+        .kbid;
+    drop(kb);
+    {
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        content_as_in_schema_9(&txn);
+        txn.open_table(CONTENT_BY_KBID)
+            .unwrap()
+            .remove(lost.as_str())
+            .unwrap();
+        // Created in the reverse of kbid order, so that the numbering tells the two apart.
+        let mut sections = txn.open_table(SECTIONS).unwrap();
+        let mut by_kbid = kbids.clone();
+        by_kbid.sort();
+        for (day, kbid) in by_kbid.iter().rev().enumerate() {
+            let mut rec: model::records::SectionRecordV2 = model::records::decode(
+                "sections",
+                kbid,
+                sections.get(kbid.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            rec.created_at = format!("2026-01-0{}T00:00:00.000Z", day + 1);
+            sections
+                .insert(kbid.as_str(), model::records::encode(&rec).as_slice())
+                .unwrap();
+        }
+        drop(sections);
+        set_schema_version(&txn, 9);
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    let mut numbered = Vec::new();
+    {
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        assert!(
+            txn.open_table(CONTENT_BY_KBID).is_err(),
+            "the old table is gone"
+        );
+        let t = ReadTables::open(&txn).unwrap();
+        for (kbid, text) in kbids.iter().zip(texts) {
+            let rec = t.section(kbid).unwrap().unwrap();
+            assert_eq!(t.content_of(&rec).unwrap().unwrap(), text.as_bytes());
+            numbered.push((rec.created_at, kbid.clone(), rec.content_seq));
+        }
+        assert_eq!(t.section(&lost).unwrap().unwrap().content_seq, 0);
+        assert_eq!(t.content(&lost).unwrap(), None);
+    }
+    // Numbered from 1 in creation order (ties by kbid); the missing content took no number.
+    numbered.sort();
+    assert_eq!(
+        numbered.iter().map(|(_, _, s)| *s).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(
+        numbered[0].1 > numbered[2].1,
+        "the first created has the largest kbid"
+    );
+    let report = kb.check().unwrap();
+    assert!(!report.ok, "the section without content is reported");
+    kb.unlearn(&lost).unwrap();
+    assert!(kb.check().unwrap().ok);
+    // New content goes after the highest sequence, and reads back by kbid.
+    let r = kb.learn(LearnRequest::text("a fourth fact")).unwrap();
+    let txn = kb.db().unwrap().begin_read().unwrap();
+    let t = ReadTables::open(&txn).unwrap();
+    assert_eq!(t.section(&r.kbid).unwrap().unwrap().content_seq, 4);
+    assert_eq!(t.content(&r.kbid).unwrap().unwrap(), b"a fourth fact");
+    assert_eq!(kb.read_sections(&[&kbids[1]]).unwrap()[0].content, texts[1]);
+}
+
+/// `n` distinct texts of ~1 KB each.
+fn filler_texts(n: usize) -> Vec<String> {
+    let filler = "a sentence of filler words for the content table. ".repeat(20);
+    (0..n).map(|i| format!("{filler} number {i}")).collect()
+}
+
+/// A database in `dir` holding `texts` in the layout of schema 9 (before migration 0010);
+/// their kbids.
+fn schema_9_database(dir: &Path, texts: &[String]) -> Vec<String> {
+    let kb = Kb::open_or_create(dir).unwrap().0;
+    let kbids = kb
+        .learn_many(
+            texts
+                .iter()
+                .map(|t| LearnRequest::text(t.clone()))
+                .collect(),
+        )
+        .unwrap()
+        .into_iter()
+        .map(|r| r.unwrap().kbid)
+        .collect();
+    drop(kb);
+    let db = redb::Database::create(dir.join(store::DB_FILE)).unwrap();
+    let txn = db.begin_write().unwrap();
+    content_as_in_schema_9(&txn);
+    set_schema_version(&txn, 9);
+    txn.commit().unwrap();
+    kbids
+}
+
+#[test]
+fn a_skills_listing_does_not_wait_for_a_write_in_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Arc::new(Kb::open_or_create(tmp.path()).unwrap().0);
+    kb.learn(LearnRequest {
+        source: Some("skill:deploy".into()),
+        ..LearnRequest::text("Run the deploy script, then check the health page.")
+    })
+    .unwrap();
+    assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
+    // A write holds the writers' turn for its whole transaction.
+    let turn = kb.loaded_index_turn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = {
+        let kb = kb.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(kb.source_key_range("skill:").unwrap());
+        })
+    };
+    let listed = rx.recv_timeout(std::time::Duration::from_secs(5));
+    drop(turn);
+    reader.join().unwrap();
+    assert_eq!(listed.expect("the listing waited for the write").len(), 1);
+    // Opened again, the indexes are not loaded yet: the listing loads them.
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
+}
+
+#[test]
+fn journaled_writes_come_back_from_the_journal_after_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    kb.enable_journal().unwrap();
+    kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+    let mut kept = Vec::new();
+    for i in 0..40 {
+        let r = kb
+            .learn(LearnRequest {
+                docid: Some(format!("notes/{}", i % 3)),
+                tags: vec![format!("t{}", i % 4)],
+                title: Some(format!("Note {i}")),
+                ..LearnRequest::text(format!(
+                    "Fact {i}: the journal keeps writes; see [[notes/0]] and [[notes/{}]].",
+                    (i + 1) % 3
+                ))
+            })
+            .unwrap();
+        kept.push(r.kbid);
+    }
+    let gone = kept.remove(7);
+    kb.unlearn(&gone).unwrap();
+    let seq = kb.status().unwrap().last_change_seq;
+    // The files as a kill -9 now would leave them (the writes after the first are only in
+    // redb's memory and the journal).
+    let journal = store::journal::read_file(&tmp.path().join(store::journal::JOURNAL_FILE));
+    assert!(
+        journal.unwrap().len() >= 40,
+        "the writes went through the journal"
+    );
+    let copy = |with_journal: bool| {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::copy(
+            tmp.path().join(store::DB_FILE),
+            d.path().join(store::DB_FILE),
+        )
+        .unwrap();
+        if with_journal {
+            let j = store::journal::JOURNAL_FILE;
+            std::fs::copy(tmp.path().join(j), d.path().join(j)).unwrap();
+        }
+        d
+    };
+    // Without the journal the file alone has lost them: the journal is what keeps them.
+    let bare = copy(false);
+    assert!(Kb::open(bare.path()).unwrap().status().unwrap().sections < 39);
+    let crashed = copy(true);
+    let kb2 = Kb::open(crashed.path()).unwrap();
+    let st = kb2.status().unwrap();
+    assert_eq!((st.sections, st.last_change_seq), (39, seq));
+    for kbid in &kept {
+        kb2.retrieve(Some(kbid), None).unwrap();
+    }
+    assert!(kb2.retrieve(Some(&gone), None).is_err());
+    assert_eq!(
+        kb2.retrieve_document("notes/1").unwrap().sections.len(),
+        12,
+        "note 7 was unlearned"
+    );
+    let check = kb2.check().unwrap();
+    assert!(check.ok, "{:?}", check.errors);
+    assert_eq!(
+        kb2.search(&SearchRequest::new("journal keeps"))
+            .unwrap()
+            .total,
+        39
+    );
+    // The replay is in the database now: the next open skips every record of the file.
+    drop(kb2);
+    let st = Kb::open(crashed.path()).unwrap().status().unwrap();
+    assert_eq!((st.sections, st.last_change_seq), (39, seq));
+    // A clean close makes everything durable in redb and empties the journal.
+    drop(kb);
+    let after = store::journal::read_file(&tmp.path().join(store::journal::JOURNAL_FILE));
+    assert!(after.unwrap().is_empty());
+    let bare = copy(false);
+    assert_eq!(
+        Kb::open(bare.path()).unwrap().status().unwrap().sections,
+        39
+    );
+}
+
+#[test]
+fn a_full_disk_still_reads_the_writes_only_the_journal_holds() {
+    use store::faults::FaultPlan;
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.enable_journal().unwrap();
+    kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+    let kbids: Vec<String> = ["durable in redb", "journaled one", "journaled two"]
+        .into_iter()
+        .map(|text| kb.learn(LearnRequest::text(text)).unwrap().kbid)
+        .collect();
+    // The disk fills: the checkpoint fails, and the store reopens read-only. The view must
+    // replay the journal, or it would show the first write only.
+    plan.fill_disk();
+    assert!(kb.checkpoint_journal().is_err());
+    assert_eq!(kb.status().unwrap().sections, 3);
+    for kbid in &kbids {
+        kb.retrieve(Some(kbid), None).unwrap();
+    }
+    assert!(kb.learn(LearnRequest::text("refused")).is_err());
+    // Space is back: the writable store replays them for good.
+    plan.free_disk();
+    kb.learn(LearnRequest::text("after the disk was full"))
+        .unwrap();
+    assert_eq!(kb.status().unwrap().sections, 4);
+    assert!(kb.check().unwrap().ok);
+}
+
+#[test]
+fn a_journal_append_that_fails_fails_its_write_and_a_replay_skips_it() {
+    use store::faults::{Errno, FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.enable_journal().unwrap();
+    kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+    let learn = |text: &str| kb.learn(LearnRequest::text(text));
+    let journal = tmp.path().join(store::journal::JOURNAL_FILE);
+    let records = || store::journal::read_file(&journal).unwrap();
+    learn("first: the journal starts over, so this commits durably in redb").unwrap();
+    learn("second: through the journal").unwrap();
+    assert_eq!(records().len(), 1);
+    // The third's fsync fails after its record was written whole.
+    let next_sync = plan.count(Target::Journal, Op::Sync) + 1;
+    plan.fail_nth(Target::Journal, Op::Sync, next_sync, Errno::Eio);
+    let third = "third: its journal fsync fails";
+    let err = learn(third).unwrap_err();
+    assert!(err.to_string().contains("kbdb.journal"), "{err}");
+    assert_eq!(records().len(), 2, "the failed record is in the file");
+    assert_eq!(kb.status().unwrap().sections, 2);
+    // The next write commits durably and claims the failed record's number; the one after
+    // goes through the journal again, written over the older records from the start of the
+    // file (numbers: the second 1, the failed third 2, the fifth 3).
+    learn("fourth: durable in redb").unwrap();
+    learn("fifth: through the journal again").unwrap();
+    assert_eq!(records()[0].0, 3);
+    let copy = tempfile::tempdir().unwrap();
+    for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
+        std::fs::copy(tmp.path().join(f), copy.path().join(f)).unwrap();
+    }
+    let kb2 = Kb::open(copy.path()).unwrap();
+    assert_eq!(kb2.status().unwrap().sections, 4);
+    assert_eq!(kb2.search(&SearchRequest::new("fsync")).unwrap().total, 0);
+    assert_eq!(kb2.search(&SearchRequest::new("fifth")).unwrap().total, 1);
+    assert!(kb2.check().unwrap().ok);
+}
+
+#[test]
+fn a_skills_listing_after_the_store_reopened_lists_what_the_store_holds() {
+    use store::faults::{Errno, FaultPlan, Op, Target};
+    let skill = |name: &str, text: &str| LearnRequest {
+        source: Some(format!("skill:{name}")),
+        ..LearnRequest::text(text)
+    };
+    // Fail each fsync of the second skill's commit in turn. Its write reports the failure
+    // and the store reopens; when the failing fsync came after the commit's pages were
+    // written, the reopened file holds the commit anyway.
+    let mut applied = 0;
+    for k in 1.. {
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+        kb.learn(skill(
+            "deploy",
+            "Run the deploy script, then check the health page.",
+        ))
+        .unwrap();
+        // The listing loads the in-memory indexes.
+        assert_eq!(kb.source_key_range("skill:").unwrap().len(), 1);
+        let nth = plan.count(Target::Store, Op::Sync) + k;
+        plan.fail_nth(Target::Store, Op::Sync, nth, Errno::Eio);
+        let learned = kb.learn(skill("rollback", "Revert the release tag, then redeploy."));
+        if plan.fired().is_empty() {
+            assert!(k > 1, "the commit made no fsync");
+            break;
+        }
+        assert!(
+            learned.is_err(),
+            "fsync {k} failed, yet the learn succeeded"
+        );
+        let stored = kb.status().unwrap().sections;
+        applied += usize::from(stored == 2);
+        // The indexes loaded before the reopen may not know the second skill: the listing
+        // must not trust them, and reads the store as it is now.
+        assert_eq!(
+            kb.source_key_range("skill:").unwrap().len() as u64,
+            stored,
+            "fsync {k} failed"
+        );
+    }
+    assert!(
+        applied > 0,
+        "no failed commit reached the file: the test proves nothing"
+    );
+}
+
+#[test]
+fn upgrading_a_database_compacts_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    schema_9_database(tmp.path(), &filler_texts(1500));
+    let file = tmp.path().join(store::DB_FILE);
+    let before = std::fs::metadata(&file).unwrap().len();
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    let after = std::fs::metadata(&file).unwrap().len();
+    // The migration rewrote every record and every content; without compaction the file
+    // keeps the pages both copies took.
+    assert!(
+        after < before * 3 / 4,
+        "{before} bytes before, {after} after"
+    );
+    assert!(kb.check().unwrap().ok);
+}
+
+#[test]
+fn a_compaction_that_fails_after_an_upgrade_leaves_the_upgraded_database_working() {
+    use store::faults::{Errno, FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let texts = filler_texts(400);
+    let kbids = schema_9_database(tmp.path(), &texts);
+    let file = tmp.path().join(store::DB_FILE);
+    let before = std::fs::metadata(&file).unwrap().len();
+    // A failed fsync of a migration fails the open; the first fsync whose failure the open
+    // survives is the compaction's, which runs last and whose failure is only logged.
+    let mut n = 1;
+    let (kb, dir, plan) = loop {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(&file, dir.path().join(store::DB_FILE)).unwrap();
+        let plan = FaultPlan::nth(Target::Store, Op::Sync, n, Errno::Eio);
+        match Kb::open_with_io(dir.path(), plan.clone()) {
+            Ok((kb, _)) => break (kb, dir, plan),
+            Err(e) => assert!(n < 20, "every open failed, the last with {e}"),
+        }
+        n += 1;
+    };
+    assert!(n > 1, "the migrations made no fsync");
+    assert_eq!(plan.fired().len(), 1, "{:?}", plan.fired());
+    let file = dir.path().join(store::DB_FILE);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().len(),
+        before,
+        "the failed compaction left the file as it was"
+    );
+    // The migrations stand; the store reopens after the failure and serves everything.
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    let read = kb.read_sections(&[&kbids[0], &kbids[399]]).unwrap();
+    assert_eq!(read[0].content, texts[0]);
+    assert_eq!(read[1].content, texts[399]);
+    let r = kb
+        .learn(LearnRequest::text("learned after the failed compaction"))
+        .unwrap();
+    assert!(kb.check().unwrap().ok);
+    drop(kb);
+    let kb = Kb::open(dir.path()).unwrap();
+    assert_eq!(kb.read_sections(&[&r.kbid]).unwrap().len(), 1);
+    assert_eq!(kb.status().unwrap().sections, 401);
+}
+
+#[test]
+fn a_crowded_band_is_read_from_its_newest_sections_also_after_reopening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "the release notes describe how the storage engine writes its pages, keeps \
+                checksums, replays the change log after a crash and rebuilds the lexical \
+                index from the store when it is missing or behind";
+    let learn = |kb: &Kb, i: usize| {
+        kb.learn(LearnRequest::text(format!("{base} entry{i}")))
+            .unwrap()
+    };
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let first: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+    // 40 near copies crowd their bands past the 32 entries read: the oldest 8 are left out.
+    let oldest = &first[..8];
+    let r = learn(&kb, 40);
+    assert_eq!(r.near_duplicates.len(), near_dup_max(), "{r:?}");
+    assert!(
+        r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+        "{:?}",
+        r.near_duplicates
+    );
+    drop(kb);
+    // Loaded again from the store: in the order the sections were stored, not by kbid.
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = learn(&kb, 41);
+    assert_eq!(r.near_duplicates.len(), near_dup_max());
+    assert!(
+        r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+        "{:?}",
+        r.near_duplicates
+    );
+}
+
+#[test]
+fn near_duplicates_tied_on_their_bands_are_the_most_recent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "every copy has these very words and only these words so that all of them \
+                share each band of the signature";
+    // The same words, other bytes: every copy shares all 16 bands with every other.
+    let text = |i: usize| format!("{base}{}", ".".repeat(i + 1));
+    let learn = |kb: &Kb, i: usize| kb.learn(LearnRequest::text(text(i))).unwrap();
+    let reported = |r: &LearnResult| {
+        let mut k: Vec<String> = r.near_duplicates.iter().map(|d| d.kbid.clone()).collect();
+        k.sort();
+        k
+    };
+    let newest = |kbids: &[String]| {
+        let mut k = kbids[kbids.len() - near_dup_max()..].to_vec();
+        k.sort();
+        k
+    };
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let mut kbids: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+    let r = learn(&kb, 40);
+    assert_eq!(reported(&r), newest(&kbids), "the 16 learned last");
+    kbids.push(r.kbid);
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = learn(&kb, 41);
+    assert_eq!(
+        reported(&r),
+        newest(&kbids),
+        "also after loading the index again"
+    );
+    // Within one transaction, those added earlier in it are the newest of all.
+    let out = kb
+        .learn_many((42..45).map(|i| LearnRequest::text(text(i))).collect())
+        .unwrap();
+    let last = out[2].as_ref().unwrap();
+    for earlier in &out[..2] {
+        let kbid = &earlier.as_ref().unwrap().kbid;
+        assert!(
+            last.near_duplicates.iter().any(|d| &d.kbid == kbid),
+            "{kbid} not in {:?}",
+            last.near_duplicates
+        );
+    }
+}
+
+fn near_dup_max() -> usize {
+    index::near_dup::MAX_CANDIDATES
+}
+
+#[test]
+fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let fact = |content: &str, replace: bool| LearnRequest {
+        content: content.into(),
+        title: Some("Deploy".into()),
+        replace,
+        ..Default::default()
+    };
+    let first = kb.learn(fact("deploy with make all", false)).unwrap().kbid;
+    let skill = kb
+        .skill_learn(crate::skills::SkillInput {
+            name: "greet".into(),
+            description: "Say hello".into(),
+            arguments: None,
+            body: "Hello".into(),
+        })
+        .unwrap()
+        .kbid;
+    drop(kb);
+    {
+        // Schema 10 kept the pairs in a table of their own as well.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_multimap_table(SOURCE_KEYS)
+            .unwrap()
+            .insert("#Deploy", first.as_str())
+            .unwrap();
+        set_schema_version(&txn, 10);
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    assert!(
+        kb.db()
+            .unwrap()
+            .begin_read()
+            .unwrap()
+            .open_multimap_table(SOURCE_KEYS)
+            .is_err(),
+        "the table is gone"
+    );
+    // The index is built from the records: the key is still known after the reopen.
+    let second = kb.learn(fact("deploy with just all", false)).unwrap();
+    assert_eq!(second.warnings, ["source_key_exists"]);
+    let check = kb.check().unwrap();
+    assert!(check.ok, "{check:?}");
+    assert_eq!(
+        check
+            .warnings
+            .iter()
+            .map(|f| (f.kind.as_str(), f.entity.as_str()))
+            .collect::<Vec<_>>(),
+        [("divergent_content", "#Deploy")]
+    );
+    let third = kb.learn(fact("deploy with cargo xtask", true)).unwrap();
+    let mut gone = vec![first.clone(), second.kbid.clone()];
+    gone.sort();
+    let mut superseded = third.superseded.kbids().to_vec();
+    superseded.sort();
+    assert_eq!(superseded, gone, "every replaced kbid is given");
+    for kbid in &gone {
+        assert!(matches!(
+            kb.read_sections(&[kbid.as_str()]),
+            Err(KbError::NotFound(_))
+        ));
+    }
+    assert!(kb.check().unwrap().ok);
+    assert_eq!(
+        kb.skills()
+            .unwrap()
+            .iter()
+            .map(|s| &s.kbid)
+            .collect::<Vec<_>>(),
+        [&skill],
+        "skills are listed by their source-key prefix"
+    );
+}
+
+#[test]
+fn a_group_sees_its_own_source_keys_and_the_index_follows_its_commits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    let fact = |content: &str, replace: bool| LearnRequest {
+        content: content.into(),
+        title: Some("Deploy".into()),
+        replace,
+        ..Default::default()
+    };
+    let out: Vec<LearnResult> = kb
+        .learn_many(vec![
+            fact("deploy with make all", false),
+            fact("deploy with just all", false),
+            fact("deploy with cargo xtask", true),
+        ])
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(out[0].warnings.is_empty(), "{:?}", out[0].warnings);
+    assert_eq!(out[1].warnings, ["source_key_exists"]);
+    assert!(!out[2].superseded.is_empty());
+    assert_eq!(
+        rows(&kb)[1],
+        1,
+        "only the replacing section is left under the key"
+    );
+    // Unlearned and learned again within one group: the key is free in between.
+    let last = out[2].kbid.clone();
+    let results = kb
+        .write_group(vec![
+            WriteOp::Unlearn { kbid: last.clone() },
+            WriteOp::Learn(fact("deploy by hand", false)),
+        ])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(by_hand)) = &results[1] else {
+        panic!("{results:?}")
+    };
+    assert!(by_hand.warnings.is_empty(), "{:?}", by_hand.warnings);
+    assert_eq!(rows(&kb)[1], 1);
+    assert!(kb.check().unwrap().ok);
+}
+
+#[test]
+fn a_write_that_did_not_load_the_indexes_cannot_look_up_source_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    let txn = kb.begin_write().unwrap();
+    let t = WriteTables::open(&txn, now()).unwrap();
+    for e in [
+        t.source_key_taken("#T", "k").unwrap_err(),
+        t.kbids_with_source_key("#T").unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("did not load the in-memory indexes"),
+            "{e}"
+        );
+    }
+    drop(t);
+    txn.abort().unwrap();
+    // A loaded turn answers.
+    let turn = kb.loaded_index_turn().unwrap();
+    let txn = kb.begin_write().unwrap();
+    let mut t = WriteTables::open(&txn, now()).unwrap();
+    t.indexes = turn.get();
+    assert!(!t.source_key_taken("#T", "k").unwrap());
+}
+
+#[test]
+fn unlearn_removes_every_row_that_points_at_the_section() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, created) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    assert!(created);
+    let r = kb
+        .learn(LearnRequest {
+            content: "a fact with several words in it".into(),
+            title: Some("T".into()),
+            docid: Some("d".into()),
+            tags: vec!["x".into(), "y".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows(&kb), [2, 1, 1, 1, 1, 1]);
+    let seq = kb.status().unwrap().last_change_seq;
+    assert!(kb.unlearn(&r.kbid).unwrap().removed);
+    assert_eq!(rows(&kb), [0, 0, 0, 0, 0, 0]);
+    assert!(
+        kb.status().unwrap().last_change_seq > seq,
+        "the change log records the removal"
+    );
+    let txn = kb.db().unwrap().begin_read().unwrap();
+    let tags = txn.open_multimap_table(TAGS).unwrap();
+    assert!(tags.get("x").unwrap().next().is_none());
+}
+
+#[test]
+fn learn_many_is_one_transaction_with_per_item_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let out = kb
+        .learn_many(vec![
+            LearnRequest::text("first"),
+            LearnRequest::text(""),
+            LearnRequest::text("first"),
+        ])
+        .unwrap();
+    assert!(out[0].is_ok());
+    assert_eq!(out[1].as_ref().unwrap_err().field(), Some("content"));
+    assert!(
+        out[2].as_ref().unwrap().skipped,
+        "dedup sees earlier items of the same batch"
+    );
+    assert_eq!(kb.status().unwrap().sections, 1);
+}
+
+#[test]
+fn search_accepts_nul_and_control_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    kb.learn(LearnRequest::text("null terminated strings"))
+        .unwrap();
+    for q in [
+        "\u{0}",
+        "null\u{0}terminated",
+        "\u{1b}[31m",
+        "\u{feff}strings",
+    ] {
+        let r = kb.search(&SearchRequest::new(q)).unwrap();
+        assert!(r.total <= 1, "{q:?}");
+    }
+    assert_eq!(
+        kb.search(&SearchRequest::new("null\u{0}terminated"))
+            .unwrap()
+            .total,
+        1
+    );
+}
+
+#[test]
+fn migrations_3_and_5_rebuild_near_duplicate_bands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let text = "one two three four five six seven";
+    let original = kb.learn(LearnRequest::text(text)).unwrap().kbid;
+    drop(kb);
+    {
+        // Pretend the database predates migration 3 and holds stale band keys (and no
+        // signatures table yet).
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        content_as_in_schema_9(&txn);
+        txn.delete_table(MINHASH_SIGS).unwrap();
+        {
+            set_schema_version(&txn, 2);
+            let mut bands = txn.open_multimap_table(MINHASH_BANDS).unwrap();
+            bands.insert(42u64, "stale").unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    assert_eq!(
+        rows(&kb)[2],
+        1,
+        "band keys in the record of the text section"
+    );
+    {
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        assert!(
+            txn.open_multimap_table(MINHASH_BANDS).is_err(),
+            "migration 5 drops the band rows"
+        );
+    }
+    // Learning a near copy finds the original through the rebuilt bands.
+    let r = kb
+        .learn(LearnRequest::text(format!("{text} eight")))
+        .unwrap();
+    assert!(r.near_duplicates.is_empty(), "4/6 shingles shared < 0.85");
+    let r = kb.learn(LearnRequest::text(format!("{text} ."))).unwrap();
+    assert_eq!(
+        r.near_duplicates[0].kbid, original,
+        "same words, other bytes: found via the bands"
+    );
+    assert_eq!(r.near_duplicates[0].similarity, 1.0);
+}
+
+#[test]
+fn migration_9_moves_band_keys_into_the_section_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let text = kb.learn(LearnRequest::text(base)).unwrap().kbid;
+    let image = kb
+        .learn(LearnRequest {
+            section_type: Some("image/png".into()),
+            title: Some("pixel".into()),
+            ..LearnRequest::text(base64::engine::general_purpose::STANDARD.encode(
+                b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89",
+            ))
+        })
+        .unwrap()
+        .kbid;
+    let sections: Vec<(String, model::records::SectionRecord)> = {
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        let t = txn.open_table(SECTIONS).unwrap();
+        [&text, &image]
+            .iter()
+            .map(|k| {
+                let v = t.get(k.as_str()).unwrap().unwrap();
+                let rec = model::records::decode("sections", k, v.value()).unwrap();
+                (k.to_string(), rec)
+            })
+            .collect()
+    };
+    let keys = sections[0].1.bands.expect("a text section has band keys");
+    assert_eq!(sections[1].1.bands, None, "an image has none");
+    drop(kb);
+    {
+        // Pretend the database predates migration 9: records without band keys, the keys
+        // in `minhash_sigs`.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        content_as_in_schema_9(&txn);
+        {
+            set_schema_version(&txn, 8);
+            let mut t = txn.open_table(SECTIONS).unwrap();
+            for (kbid, rec) in &sections {
+                let old = model::records::SectionRecordV1 {
+                    section_type: rec.section_type.clone(),
+                    title: rec.title.clone(),
+                    description: rec.description.clone(),
+                    tags: rec.tags.clone(),
+                    source_key: rec.source_key.clone(),
+                    created_at: rec.created_at.clone(),
+                    updated_at: rec.updated_at.clone(),
+                    checksum: rec.checksum.clone(),
+                    size: rec.size,
+                    standalone: rec.standalone,
+                    terms_count: rec.terms_count,
+                };
+                t.insert(kbid.as_str(), model::records::encode(&old).as_slice())
+                    .unwrap();
+            }
+            let mut sigs = txn.open_table(MINHASH_SIGS).unwrap();
+            sigs.insert(
+                text.as_str(),
+                index::near_dup::encode_keys(&keys).as_slice(),
+            )
+            .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    {
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        assert!(txn.open_table(MINHASH_SIGS).is_err(), "the table is gone");
+        let t = txn.open_table(SECTIONS).unwrap();
+        for (kbid, rec) in &sections {
+            let v = t.get(kbid.as_str()).unwrap().unwrap();
+            let mut now: model::records::SectionRecord =
+                model::records::decode("sections", kbid, v.value()).unwrap();
+            assert_ne!(now.content_seq, 0, "content renumbered by migration 10");
+            now.content_seq = rec.content_seq;
+            assert_eq!(&now, rec, "every field kept, band keys moved in");
+        }
+    }
+    assert!(kb.check().unwrap().ok);
+    let r = kb.learn(LearnRequest::text(format!("{base}!"))).unwrap();
+    assert_eq!(
+        r.near_duplicates[0].kbid, text,
+        "found through the moved keys"
+    );
+    kb.unlearn(&text).unwrap();
+    let r = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+    assert!(r.near_duplicates.iter().all(|n| n.kbid != text));
+}
+
+#[test]
+fn migration_4_builds_the_reference_graph_of_existing_sections() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let target = kb
+        .learn(LearnRequest::text("# Target\n\nthe target"))
+        .unwrap();
+    let source = kb
+        .learn(LearnRequest {
+            docid: Some("notes/one".into()),
+            ..LearnRequest::text(format!(
+                "# Source\n\nsee kbdb://section/{} and [two](two.md)",
+                target.kbid
+            ))
+        })
+        .unwrap();
+    drop(kb);
+    {
+        // Pretend the database predates migration 4: no reference tables.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        content_as_in_schema_9(&txn);
+        {
+            set_schema_version(&txn, 3);
+        }
+        txn.delete_table(store::tables::REFS_OUT).unwrap();
+        txn.delete_multimap_table(store::tables::REFS_IN).unwrap();
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    let req = RecallRequest::new(Some(source.kbid.clone()), None, Some(2), None).unwrap();
+    let Recalled::One(item) = kb.recall(&req).unwrap() else {
+        panic!("one kbid gives one object")
+    };
+    let targets: Vec<_> = item
+        .references
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.target.unwrap(), r.resolved.unwrap()))
+        .collect();
+    assert_eq!(
+        targets,
+        vec![
+            (format!("kbdb://section/{}", target.kbid), true),
+            ("kbdb://document/notes/two".to_string(), false),
+        ],
+        "relative links resolve against the section's document"
+    );
+    let req = RecallRequest::new(Some(target.kbid), None, Some(1), None).unwrap();
+    let Recalled::One(item) = kb.recall(&req).unwrap() else {
+        panic!()
+    };
+    assert_eq!(item.back_references.unwrap()[0].kbid, Some(source.kbid));
+}
+
+#[test]
+fn near_duplicates_are_found_within_one_batch_and_across_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let r = kb
+        .learn_many(vec![
+            LearnRequest::text(base),
+            LearnRequest::text(format!("{base}!")),
+        ])
+        .unwrap();
+    let first = r[0].as_ref().unwrap().kbid.clone();
+    let second = r[1].as_ref().unwrap();
+    assert_eq!(second.near_duplicates[0].kbid, first, "same batch");
+    // A later batch sees both through the in-memory band index, and after a reopen.
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+    assert_eq!(r.near_duplicates.len(), 2);
+    kb.unlearn(&first).unwrap();
+    let r = kb.learn(LearnRequest::text(format!("{base}."))).unwrap();
+    assert!(
+        r.near_duplicates.iter().all(|n| n.kbid != first),
+        "an unlearned section is no longer a candidate"
+    );
+    // The shingle cache knows `second` by now; unlearned earlier in the same batch, it is no
+    // candidate either.
+    let second = second.kbid.clone();
+    let out = kb
+        .write_group(vec![
+            WriteOp::Unlearn {
+                kbid: second.clone(),
+            },
+            WriteOp::Learn(LearnRequest::text(format!("{base};"))),
+        ])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert!(
+        !r.near_duplicates.is_empty(),
+        "the `?` and `.` versions remain"
+    );
+    assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
+}
+
+/// Commit one prepared learn by itself and return its result.
+fn apply_learn(kb: &Kb, w: PreparedWrite) -> LearnResult {
+    match kb.write_prepared_unindexed(vec![Ok(w)]).unwrap().remove(0) {
+        Ok(WriteOutcome::Learned(r)) => r,
+        other => panic!("not a learned section: {:?}", other.err()),
+    }
+}
+
+/// Learning stored content again reports no near duplicates, so the scan before the
+/// transaction is skipped; unlearned before it is applied, the content is learned anew and
+/// the writer looks for its near duplicates itself.
+#[test]
+fn learning_stored_content_again_is_not_scanned_but_learned_anew_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let near = kb
+        .learn(LearnRequest::text(format!("{base}!")))
+        .unwrap()
+        .kbid;
+    let first = kb.learn(LearnRequest::text(base)).unwrap();
+    assert_eq!(first.near_duplicates.len(), 1);
+    let prepare = || {
+        kb.prepare_write(WriteOp::Learn(LearnRequest::text(base)))
+            .unwrap()
+    };
+    let scanned = |w: &PreparedWrite| match &w.0 {
+        writes::PreparedOp::Learn(p) => p.scanned(),
+        _ => panic!("a learn"),
+    };
+    let again = prepare();
+    assert_eq!(scanned(&again), None, "stored content is not scanned");
+    let r = &apply_learn(&kb, again);
+    assert_eq!(r.kbid, first.kbid);
+    assert!(r.near_duplicates.is_empty());
+
+    let again = prepare();
+    kb.unlearn(&first.kbid).unwrap();
+    let r = &apply_learn(&kb, again);
+    let found: Vec<&str> = r.near_duplicates.iter().map(|n| n.kbid.as_str()).collect();
+    assert_eq!(found, [near.as_str()], "found by the writer");
+}
+
+/// The daemon looks for near duplicates on the client's thread before the write is queued;
+/// what the writer commits in between (or what this transaction unlearns) must still count.
+#[test]
+fn a_scan_made_before_the_transaction_is_completed_with_what_was_committed_since() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let old = kb.learn(LearnRequest::text(base)).unwrap().kbid;
+    let learn = |text: String| WriteOp::Learn(LearnRequest::text(text));
+    let kbids = |r: &LearnResult| -> Vec<String> {
+        r.near_duplicates.iter().map(|n| n.kbid.clone()).collect()
+    };
+
+    // Prepared (scanned) first; a near duplicate is committed before it is applied.
+    let waiting = kb.prepare_write(learn(format!("{base}!"))).unwrap();
+    let writes::PreparedOp::Learn(p) = &waiting.0 else {
+        panic!("a learn")
+    };
+    assert_eq!(
+        p.scanned(),
+        Some(vec![old.clone()]),
+        "scanned when prepared"
+    );
+    let between = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+    assert_eq!(kbids(&between), std::slice::from_ref(&old));
+    let r = &apply_learn(&kb, waiting);
+    let mut found = kbids(r);
+    found.sort();
+    let mut want = vec![old.clone(), between.kbid.clone()];
+    want.sort();
+    assert_eq!(
+        found, want,
+        "the scan's find and the section committed since"
+    );
+
+    // Found by the scan, then unlearned (committed, or earlier in the same transaction).
+    let waiting = kb.prepare_write(learn(format!("{base}."))).unwrap();
+    kb.unlearn(&old).unwrap();
+    let r = &apply_learn(&kb, waiting);
+    assert!(!kbids(r).contains(&old), "{:?}", kbids(r));
+    assert!(kbids(r).contains(&between.kbid));
+    let waiting = kb.prepare_write(learn(format!("{base};"))).unwrap();
+    let unlearn = kb
+        .prepare_write(WriteOp::Unlearn {
+            kbid: between.kbid.clone(),
+        })
+        .unwrap();
+    let out = kb
+        .write_prepared_unindexed(vec![Ok(unlearn), Ok(waiting)])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert!(!kbids(r).contains(&between.kbid), "{:?}", kbids(r));
+    assert!(!kbids(r).is_empty(), "the `!` and `.` versions remain");
+
+    // More sections committed in between than the band index remembers (64 in unit
+    // tests): the writer looks again itself and still finds the one among them.
+    let waiting = kb.prepare_write(learn(format!("{base} ok"))).unwrap();
+    let mut many: Vec<LearnRequest> = (0..80)
+        .map(|i| LearnRequest::text(format!("unrelated note {i} on subject {}", i * 7919)))
+        .collect();
+    many.push(LearnRequest::text(format!("{base} fine")));
+    let last = kb.learn_many(many).unwrap().pop().unwrap().unwrap().kbid;
+    let r = &apply_learn(&kb, waiting);
+    assert!(kbids(r).contains(&last), "{:?}", kbids(r));
+}
+
+/// Writes handed over while a group is applied join its transaction, in order, up to the
+/// batch limit; failed preparations answer for themselves.
+#[test]
+fn writes_join_the_group_being_applied_up_to_the_batch_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join(crate::config::CONFIG_FILE),
+        "[limits]\nmax_batch = 4\n",
+    )
+    .unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let prep = |text: &str| kb.prepare_write(WriteOp::Learn(LearnRequest::text(text)));
+    let seq_before = kb.last_change_seq().unwrap();
+    let mut offered = vec![
+        vec![prep("second note about tea"), prep("")],
+        vec![prep("third note about coffee")],
+    ]
+    .into_iter();
+    let mut rooms = Vec::new();
+    let out = kb
+        .write_prepared_joining(vec![prep("first note about water")], |room| {
+            rooms.push(room);
+            offered.next()
+        })
+        .unwrap();
+    // Asked after each batch, with the room left; the full group stops asking.
+    assert_eq!(rooms, vec![3, 1]);
+    let kinds: Vec<_> = out
+        .iter()
+        .map(|r| match r {
+            Ok(WriteOutcome::Learned(l)) => kb.content(std::slice::from_ref(&l.kbid)).unwrap().data,
+            Ok(_) => "other".to_string(),
+            Err(e) => format!("error on {}", e.field().unwrap_or("?")),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "first note about water",
+            "second note about tea",
+            "error on content",
+            "third note about coffee"
+        ]
+    );
+    // One transaction: the three sections carry its timestamp and were logged together.
+    let stamps: Vec<_> = out
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            WriteOutcome::Learned(l) => l.created_at.clone(),
+            _ => unreachable!("learned above"),
+        })
+        .collect();
+    assert!(stamps.windows(2).all(|w| w[0] == w[1]), "{stamps:?}");
+    assert_eq!(kb.changes_since(seq_before).unwrap().len(), 3);
+
+    // A group that starts with failed preparations only still takes the writes that join.
+    let mut offered = Some(vec![prep("fourth note about juice")]);
+    let out = kb
+        .write_prepared_joining(vec![prep("")], |_| offered.take())
+        .unwrap();
+    assert!(out[0].is_err(), "{:?}", out[0]);
+    let Ok(WriteOutcome::Learned(l)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert_eq!(out.len(), 2);
+    assert!(
+        kb.content(std::slice::from_ref(&l.kbid))
+            .unwrap()
+            .data
+            .contains("juice")
+    );
+}
+
+#[test]
+fn search_rejects_an_unknown_mode_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let mut req = SearchRequest::new("x");
+    req.mode = Some("bogus".into());
+    assert_eq!(kb.search(&req).unwrap_err().field(), Some("mode"));
+    req.mode = Some("documents".into());
+    req.limit = Some(0);
+    assert_eq!(kb.search(&req).unwrap_err().field(), Some("limit"));
+}

@@ -1,0 +1,429 @@
+//! The one door for writes. Every change to the store goes through `write_prepared_joining`:
+//! writes are prepared outside the transaction (`prepare_write`: validation, hashes, shingles),
+//! applied in order in one transaction (`writes::apply`), flushed (`WriteTables::flush`:
+//! detached sections collected, the sync write-back run), then committed through the
+//! durability policy of `store::durability` (the daemon's journal, or a durable redb commit).
+
+use std::sync::PoisonError;
+use std::time::Instant;
+
+use redb::ReadableDatabase;
+
+use super::{Kb, PreparedWrite, elapsed_ms, now};
+use crate::error::{KbError, Result};
+use crate::model::*;
+use crate::store::durability::JournalState;
+use crate::store::txn::{ReadTables, WriteTables};
+use crate::writes::{self, WriteOp, WriteOutcome};
+use crate::{learn, model, store, unlearn};
+
+impl Kb {
+    /// Learn one section (see `learn_many` for batches). One durable transaction.
+    pub fn learn(&self, req: LearnRequest) -> Result<LearnResult> {
+        let mut results = self.learn_many(vec![req])?;
+        results.pop().expect("one result per request")
+    }
+
+    /// Learn many sections in one durable transaction. Each request gets its own result:
+    /// invalid requests fail alone and change nothing; a storage failure fails the whole batch.
+    pub fn learn_many(&self, reqs: Vec<LearnRequest>) -> Result<Vec<Result<LearnResult>>> {
+        let ops = reqs.into_iter().map(WriteOp::Learn).collect();
+        Ok(self
+            .write_group(ops)?
+            .into_iter()
+            .map(|r| {
+                r.and_then(|o| match o {
+                    WriteOutcome::Learned(r) => Ok(r),
+                    _ => Err(KbError::Storage("unexpected write outcome".into())),
+                })
+            })
+            .collect())
+    }
+
+    /// Apply many writes in one durable transaction (group commit), in order. Each gets its
+    /// own result: invalid ones fail alone and change nothing; a storage failure fails the
+    /// whole group (nothing of it is written).
+    pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+        let mut r = self.write_group_unindexed(ops);
+        self.index_committed_changes();
+        if let Ok(out) = r.as_mut() {
+            self.embed_after_write(out);
+        }
+        r
+    }
+
+    /// `write_group` without feeding the lexical index: the caller calls `index_pending`
+    /// later (the daemon does it on another thread, off the acknowledgement path). Searches
+    /// catch up by themselves, so nothing is ever missed.
+    pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+        self.check_batch(ops.len())?;
+        let prepared = ops.into_iter().map(|op| self.prepare_write(op)).collect();
+        self.write_prepared_unindexed(prepared)
+    }
+
+    /// The batch limit of one write group (`limits.max_batch`).
+    pub fn check_batch(&self, writes: usize) -> Result<()> {
+        if writes > self.config.limits.max_batch {
+            return Err(KbError::invalid(
+                "batch",
+                format!(
+                    "has {writes} writes; the limit is {} (limits.max_batch)",
+                    self.config.limits.max_batch
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Validate a write and compute what does not need the store (hashes, shingles, reference
+    /// markers), outside any transaction: the daemon does this on each client's thread, so the
+    /// single writer only applies.
+    pub fn prepare_write(&self, op: WriteOp) -> Result<PreparedWrite> {
+        let mut op = writes::prepare(op, &self.config.limits)?;
+        if let writes::PreparedOp::Learn(p) = &mut op {
+            self.scan_near_duplicates(p);
+        }
+        Ok(PreparedWrite(op))
+    }
+
+    /// Look for a learn's near duplicates before its transaction, so that the writer only
+    /// completes the scan with what was committed since (the daemon runs this on each client's
+    /// thread, in parallel, instead of on the one writer). A scan that cannot be made (the
+    /// band index not loaded yet, a read failing) is left to the writer.
+    pub(super) fn scan_near_duplicates(&self, p: &mut learn::Prepared) {
+        let Some((point, candidates)) = self
+            .indexes
+            .read()
+            .and_then(|index| learn::scan_candidates(p, &index.as_ref()?.bands))
+        else {
+            return;
+        };
+        let mut tables = None;
+        let load = |kbid: &str| -> Result<Option<Vec<u8>>> {
+            if tables.is_none() {
+                tables = Some(ReadTables::open(&self.db()?.begin_read()?)?);
+            }
+            tables
+                .as_ref()
+                .expect("opened above")
+                .content_unverified(kbid)
+        };
+        if let Err(e) = learn::scan_near_duplicates(p, point, candidates, &self.shingles, load) {
+            tracing::debug!("near-duplicate scan left to the writer: {e}");
+        }
+    }
+
+    /// Apply prepared writes in one durable transaction (see `write_group`); the lexical index
+    /// is left to `index_pending`.
+    pub fn write_prepared_unindexed(
+        &self,
+        prepared: Vec<Result<PreparedWrite>>,
+    ) -> Result<Vec<Result<WriteOutcome>>> {
+        self.write_prepared_joining(prepared, |_| None)
+    }
+
+    /// Like `write_prepared_unindexed`, but writes that arrive while the transaction is being
+    /// applied join it: after each batch, `more(room)` is asked for the next, of at most `room`
+    /// writes (until it answers `None` or the group holds `limits.max_batch` writes), so writers
+    /// who come back while a group is being applied share its commit instead of waiting for the
+    /// next one. Results come in the order of the writes, the first batch's first.
+    pub fn write_prepared_joining(
+        &self,
+        prepared: Vec<Result<PreparedWrite>>,
+        mut more: impl FnMut(usize) -> Option<Vec<Result<PreparedWrite>>>,
+    ) -> Result<Vec<Result<WriteOutcome>>> {
+        let start = Instant::now();
+        self.check_batch(prepared.len())?;
+        let limit = self.config.limits.max_batch;
+        // The next batch to join, while the group has room.
+        let mut next_batch = |done: usize| {
+            if done < limit {
+                more(limit - done)
+            } else {
+                None
+            }
+        };
+        let mut batch = prepared;
+        let mut out: Vec<Result<WriteOutcome>> = Vec::with_capacity(batch.len());
+        // Failed preparations only: nothing to open a transaction for.
+        while batch.iter().all(|p| p.is_err()) {
+            out.extend(batch.into_iter().filter_map(|p| p.err()).map(Err));
+            match next_batch(out.len()) {
+                Some(next) => batch = next,
+                None => return Ok(out),
+            }
+        }
+        let turn = self.loaded_index_turn()?;
+        let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        let journaled = journal.as_ref().is_some_and(|j| !j.checkpoint_due());
+        let txn = self.begin_write()?;
+        let (changes, record) = {
+            let mut t = WriteTables::open_logging(&txn, now(), journaled)?;
+            t.indexes = turn.get();
+            t.shingle_cache = Some(&self.shingles);
+            loop {
+                for p in batch {
+                    out.push(match p {
+                        Ok(PreparedWrite(p)) => writes::apply(&mut t, p)?,
+                        Err(e) => Err(e),
+                    });
+                }
+                match next_batch(out.len()) {
+                    Some(next) => batch = next,
+                    None => break,
+                }
+            }
+            t.flush()?;
+            let record = if journaled {
+                t.take_record(store::migrate::current_version())
+            } else {
+                None
+            };
+            (t.take_index_changes(), record)
+        };
+        if out.iter().flatten().any(|o| o.changed_something()) {
+            store::durability::commit_group(journal.as_mut(), txn, record)?;
+            turn.apply(&changes);
+        } else {
+            txn.abort()?;
+        }
+        let elapsed = elapsed_ms(start);
+        for r in out.iter_mut().flatten() {
+            r.set_elapsed(elapsed);
+        }
+        self.flag_embedding_state(&mut out);
+        Ok(out)
+    }
+
+    pub(super) fn write_one(&self, op: WriteOp) -> Result<WriteOutcome> {
+        self.write_group(vec![op])?
+            .pop()
+            .expect("one result per write")
+    }
+
+    /// Learn a markdown text as the document `docid`: its heading sections (the shared rule,
+    /// `text::markdown`), in order, in one transaction. Learning the same text again changes
+    /// nothing; an edited text replaces the document's membership: unchanged sections keep their
+    /// kbid, vanished ones are detached. `title` defaults to the first heading.
+    pub fn learn_document(
+        &self,
+        docid: &str,
+        markdown: &str,
+        title: Option<&str>,
+    ) -> Result<DocumentLearnResult> {
+        self.learn_document_tagged(docid, markdown, title, &[])
+    }
+
+    /// `learn_document`, giving every section of the document `tags` (added to the tags a
+    /// section already has).
+    pub fn learn_document_tagged(
+        &self,
+        docid: &str,
+        markdown: &str,
+        title: Option<&str>,
+        tags: &[String],
+    ) -> Result<DocumentLearnResult> {
+        match self.write_one(WriteOp::LearnDocument {
+            docid: docid.to_string(),
+            markdown: markdown.to_string(),
+            title: title.map(str::to_string),
+            metadata: None,
+            tags: tags.to_vec(),
+        })? {
+            WriteOutcome::Document(r) => Ok(r),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
+        }
+    }
+
+    /// Remove a section and everything that points at it. Unknown kbid → `removed: false`.
+    pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult> {
+        match self.write_one(WriteOp::Unlearn {
+            kbid: kbid.to_string(),
+        })? {
+            WriteOutcome::Unlearned(r) => Ok(r),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
+        }
+    }
+
+    /// Make `docid` hold exactly `kbids` (which must exist), with these fields. One transaction.
+    pub(crate) fn set_document(
+        &self,
+        docid: &str,
+        kbids: Vec<String>,
+        title: Option<String>,
+        doc_type: &str,
+        metadata: Option<String>,
+    ) -> Result<()> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.begin_write()?;
+        {
+            let mut t = WriteTables::open(&txn, now())?;
+            let now = t.now().to_string();
+            learn::set_manifest(&mut t, docid, kbids, |doc| {
+                doc.title = title;
+                doc.doc_type = doc_type.to_string();
+                doc.metadata = metadata;
+                doc.updated_at = now;
+            })?;
+            t.flush()?;
+        }
+        txn.commit()?;
+        self.index_committed_changes();
+        Ok(())
+    }
+
+    /// Remove a section like `unlearn`, except that the documents `keep` selects go on
+    /// listing it (a dangling entry, as agents keep a deleted skill). One transaction.
+    pub(crate) fn remove_section_keeping(
+        &self,
+        kbid: &str,
+        keep: impl Fn(&model::records::DocumentRecord) -> bool,
+    ) -> Result<bool> {
+        model::kbid::validate_kbid("kbid", kbid)?;
+        let turn = self.index_turn()?;
+        let txn = self.begin_write()?;
+        let (removed, changes) = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let mut kept = Vec::new();
+            for docid in t.docs_of(kbid)? {
+                if let Some(doc) = t.document(&docid)?
+                    && keep(&doc)
+                {
+                    kept.push((docid, doc));
+                }
+            }
+            let removed = unlearn::remove_section(&mut t, kbid)?;
+            for (docid, doc) in kept {
+                let kbids = doc.kbids.clone();
+                learn::set_manifest(&mut t, &docid, kbids, |d| *d = doc)?;
+            }
+            t.flush()?;
+            (removed, t.take_index_changes())
+        };
+        if !removed {
+            txn.abort()?;
+            return Ok(false);
+        }
+        txn.commit()?;
+        turn.apply(&changes);
+        self.index_committed_changes();
+        Ok(true)
+    }
+
+    /// Remove a document (its manifest and memberships); its sections that no other document
+    /// holds and that were not learned on their own are removed with it.
+    pub fn remove_document(&self, docid: &str) -> Result<bool> {
+        model::validate::validate_docid(docid)?;
+        let txn = self.begin_write()?;
+        let removed = {
+            let mut t = WriteTables::open(&txn, now())?;
+            let removed = match t.document(docid)? {
+                Some(doc) => {
+                    let mut seen = std::collections::HashSet::new();
+                    for k in &doc.kbids {
+                        if seen.insert(k.clone()) {
+                            t.remove_membership(docid, k)?;
+                        }
+                    }
+                    t.remove_document(docid)?;
+                    t.log(model::records::ChangeKind::DocumentRemoved, docid)?;
+                    true
+                }
+                None => false,
+            };
+            t.flush()?;
+            removed
+        };
+        if removed {
+            txn.commit()?;
+            self.index_committed_changes();
+        } else {
+            txn.abort()?;
+        }
+        Ok(removed)
+    }
+
+    /// Add user synonyms: `term` and each of `synonyms` match each other at query time.
+    pub fn synonyms_add(
+        &self,
+        term: &str,
+        synonyms: &[String],
+    ) -> Result<Vec<store::synonyms::SynonymEntry>> {
+        let txn = self.begin_write()?;
+        store::synonyms::add(&txn, term, synonyms)?;
+        txn.commit()?;
+        self.synonyms_list()
+    }
+
+    /// Remove `synonyms` of `term` (all of them when empty).
+    pub fn synonyms_remove(&self, term: &str, synonyms: &[String]) -> Result<u64> {
+        let txn = self.begin_write()?;
+        let n = store::synonyms::remove(&txn, term, synonyms)?;
+        txn.commit()?;
+        Ok(n)
+    }
+
+    /// Feed committed store changes to the index writer. A failure here never fails the write
+    /// (it is durable in the store); the next search or open replays the change log.
+    /// Feed committed changes to the lexical index writer now (see `write_group_unindexed`).
+    pub fn index_pending(&self) {
+        self.index_committed_changes()
+    }
+
+    pub(super) fn index_committed_changes(&self) {
+        if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&*self.db()?)) {
+            tracing::warn!("lexical index update deferred: {e}");
+        }
+    }
+
+    /// Commit the daemon's group writes through the write journal from now on (one sequential
+    /// fsync per group; redb made durable every `daemon.journal_checkpoint_ms`).
+    /// src/store/journal.rs.
+    pub fn enable_journal(&self) -> Result<()> {
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(JournalState {
+                journal: store::journal::Journal::open(&self.dir, self.plan.clone())?,
+                last_durable: Instant::now(),
+                every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
+                skip_to: None,
+                claim_next: false,
+                // Whatever the file holds is in the database (replayed when it opened).
+                durable_first: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// After a panic while a write group was applied (a damaged page: the daemon's writer goes
+    /// on): the database is closed and opened again at the next access (redb's state in memory
+    /// may be half-changed), and the next group commits durably, claiming the journal number
+    /// the failed group may have used, so that a replay never takes a record of it for one of
+    /// a later group.
+    pub fn recover_from_panic(&self) {
+        self.store.mark_failed();
+        self.journal.clear_poison();
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(j) = slot.as_mut() {
+            j.durable_first = true;
+            j.claim_next = true;
+        }
+        drop(slot);
+        self.recover_locks();
+    }
+
+    /// Make every journaled write durable in redb and empty the journal (a clean stop leaves
+    /// nothing to replay).
+    pub fn checkpoint_journal(&self) -> Result<()> {
+        let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(j) = slot.as_mut() else {
+            return Ok(());
+        };
+        let txn = self.begin_write()?;
+        j.before_durable(&txn)?;
+        txn.commit()?;
+        j.after_durable();
+        j.journal.truncate();
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! The durability policy: how a write group's transaction becomes durable. Without a journal
+//! (the embedded CLI, a library user) every group commits durably in redb. The daemon enables the
+//! write journal (src/store/journal.rs): a group's changes are appended to the journal and
+//! fsynced once, then committed in redb without an fsync; every `daemon.journal_checkpoint_ms`
+//! (or 64 MiB of journal) a group commits durably in redb instead, which empties the journal.
+
+use std::time::Instant;
+
+use redb::{Durability, WriteTransaction};
+
+use super::journal::{self, Record};
+use crate::error::Result;
+
+/// Journal bytes after which a group commits durably in redb instead (a checkpoint, as every
+/// `daemon.journal_checkpoint_ms`): bounds the journal, the commits held in redb's memory, and
+/// the replay after a crash.
+pub(crate) const JOURNAL_CHECKPOINT_BYTES: u64 = 64 << 20;
+
+pub(crate) struct JournalState {
+    pub(crate) journal: journal::Journal,
+    pub(crate) last_durable: Instant,
+    /// `daemon.journal_checkpoint_ms`.
+    pub(crate) every: std::time::Duration,
+    /// A record that may be in the journal although its transaction did not commit (the
+    /// append or the commit failed): the next commit is durable and claims this number, so a
+    /// replay skips it.
+    pub(crate) skip_to: Option<u64>,
+    /// The next durable commit claims the number after the one the database holds (a group
+    /// failed by a panic may have appended a record with it).
+    pub(crate) claim_next: bool,
+    /// A durable commit must come before the next record (an append failed, and its torn
+    /// record could hide the next ones from a replay; or the journal was just opened and holds
+    /// records the next ones overwrite).
+    pub(crate) durable_first: bool,
+}
+
+impl JournalState {
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        self.durable_first
+            || self.skip_to.is_some()
+            || self.claim_next
+            || self.last_durable.elapsed() >= self.every
+            || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
+    }
+
+    /// Before a durable commit: claim a record that must not be replayed.
+    pub(crate) fn before_durable(&mut self, txn: &redb::WriteTransaction) -> Result<()> {
+        if let Some(seq) = self.skip_to {
+            let held = journal::applied_seq(txn)?;
+            journal::set_applied_seq(txn, held.max(seq))?;
+        }
+        if self.claim_next {
+            let held = journal::applied_seq(txn)?;
+            journal::set_applied_seq(txn, held + 1)?;
+        }
+        Ok(())
+    }
+
+    /// After a durable commit: every record is in the database; the journal starts over.
+    pub(crate) fn after_durable(&mut self) {
+        self.skip_to = None;
+        self.claim_next = false;
+        self.durable_first = false;
+        self.last_durable = Instant::now();
+        self.journal.reset();
+    }
+}
+
+/// Commit a write group's transaction under the durability policy: journaled when `journal` is
+/// enabled, no checkpoint is due and the group has a `record` (the caller asked for one only in
+/// that case), durably in redb otherwise.
+pub(crate) fn commit_group(
+    journal: Option<&mut JournalState>,
+    mut txn: WriteTransaction,
+    record: Option<Record>,
+) -> Result<()> {
+    // The record's bytes, unless the group commits durably in redb (a checkpoint, a write the
+    // record does not cover, or a record too large for a replay).
+    let encoded = match record {
+        Some(record) => {
+            let seq = journal::applied_seq(&txn)? + 1;
+            journal::encode_record(seq, &record).map(|bytes| (seq, bytes))
+        }
+        None => None,
+    };
+    match (journal, encoded) {
+        (Some(j), Some((seq, bytes))) => {
+            // Durable in the journal first, then visible: nothing is seen that a crash could
+            // take back.
+            journal::set_applied_seq(&txn, seq)?;
+            txn.set_durability(Durability::None)?;
+            if let Err(e) = j.journal.append(&bytes) {
+                j.durable_first = true;
+                j.skip_to = Some(seq);
+                return Err(e);
+            }
+            if let Err(e) = txn.commit() {
+                j.skip_to = Some(seq);
+                return Err(e.into());
+            }
+        }
+        (Some(j), None) => {
+            j.before_durable(&txn)?;
+            txn.commit()?;
+            j.after_durable();
+        }
+        (None, _) => txn.commit()?,
+    }
+    Ok(())
+}
