@@ -4,6 +4,7 @@
 //! and the MCP server) is one method here. It is usable embedded, without daemon or async
 //! runtime.
 
+mod clock;
 pub mod collections;
 mod compose;
 pub mod config;
@@ -37,4 +38,4 @@ pub use model::*;
 pub use search::{SearchItem, SearchItems, SearchRequest, SearchResponse};
 pub use writes::{WriteOp, WriteOutcome};
 
-pub(crate) use kb::{elapsed_ms, now};
+pub(crate) use clock::{elapsed_ms, now};

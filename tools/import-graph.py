@@ -17,11 +17,13 @@ SRC = os.path.join(ROOT, "src")
 
 # Bottom to top. A folder or top-level file of src/ belongs to the first layer naming it.
 LAYERS = [
-    ("foundation", ["error", "config", "model", "types", "files", "process", "text"]),
+    ("foundation", ["error", "config", "clock", "model", "types", "files", "process", "text"]),
     ("store", ["store"]),
     ("indexes", ["index", "embedding", "vectors"]),
     ("features", ["references", "learn", "unlearn", "writes", "recall", "compose", "search",
                   "collections", "sync", "skills", "maintenance", "snapshot"]),
+    # Migrations transform old data with the features' own functions: above them.
+    ("migrations", ["store/migrations"]),
     ("engine", ["kb", "lib"]),
     ("adapters", ["ops", "daemon", "mcp", "cli", "main"]),
 ]
@@ -187,6 +189,8 @@ def expand(stmt):
 
 def top(rel):
     p = module_path(rel)
+    if p[:2] == ["store", "migrations"]:
+        return "store/migrations"
     return p[0] if p else "lib"
 
 

@@ -12,7 +12,7 @@ use crate::error::{KbError, Result};
 use crate::model::validate;
 use crate::store::txn::WriteTables;
 use crate::text::section_edit::{self, Action};
-use crate::writes::{self, PreparedOp, WriteOutcome};
+use crate::writes::document::{self, merge};
 
 /// What to do to a document.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -132,57 +132,26 @@ fn stored_body(t: &WriteTables<'_>, docid: &str, kbids: &[String]) -> Result<Str
     Ok(body)
 }
 
-/// Merge metadata: a null value removes the key.
-pub(crate) fn merge(into: &mut Map<String, Value>, from: Map<String, Value>) {
-    for (k, v) in from {
-        if v.is_null() {
-            into.remove(&k);
-        } else {
-            into.insert(k, v);
-        }
-    }
-}
-
-/// Remove `docid` (manifest and memberships; its sections stay, collectable when nothing else
-/// holds them). Nothing happens when it does not exist.
-pub(crate) fn delete_document(t: &mut WriteTables<'_>, docid: &str) -> Result<()> {
-    let Some(doc) = t.document(docid)? else {
-        return Ok(());
-    };
-    let mut seen = std::collections::HashSet::new();
-    for k in &doc.kbids {
-        if seen.insert(k.clone()) {
-            t.remove_membership(docid, k)?;
-        }
-    }
-    t.remove_document(docid)?;
-    t.log(crate::model::records::ChangeKind::DocumentRemoved, docid)?;
-    Ok(())
-}
-
 /// Apply `edit` to `docid` inside `t`. The outer error is a storage failure (it fails the whole
-/// group); the inner one is the edit's own (nothing written). A document that came from a file
-/// of a synced folder is edited in its file too (src/sync/writeback.rs).
+/// group); the inner one is the edit's own (nothing written). (A document that came from a file
+/// of a synced folder is edited by src/sync/writeback.rs instead: the write door asks it first.)
 pub(crate) fn apply(
     t: &mut WriteTables<'_>,
     docid: String,
     edit: DocEdit,
     limits: &Limits,
-) -> Result<Result<WriteOutcome>> {
-    if let Some(r) = crate::sync::writeback::apply_edit(t, &docid, &edit, limits)? {
-        return Ok(r);
-    }
+) -> Result<Result<EditResult>> {
     let action = edit.name().to_string();
     let existing = t.document(&docid)?;
     let outcome = |changed: bool, document| {
-        Ok(Ok(WriteOutcome::Edited(EditResult {
+        Ok(Ok(EditResult {
             docid: docid.clone(),
             action: action.clone(),
             changed,
             document,
             elapsed_ms: 0.0,
             file: None,
-        })))
+        }))
     };
     let (title, body, metadata) = match (edit, existing) {
         (DocEdit::Delete, None)
@@ -193,7 +162,7 @@ pub(crate) fn apply(
             ))));
         }
         (DocEdit::Delete, Some(_)) => {
-            delete_document(t, &docid)?;
+            document::delete_document(t, &docid)?;
             return outcome(true, None);
         }
         (DocEdit::Create { .. }, Some(_)) => {
@@ -302,23 +271,16 @@ pub(crate) fn apply(
         Err(e) => return Ok(Err(e)),
     };
     let prepared =
-        match writes::prepare_document(docid.clone(), &body, title, Some(metadata), limits) {
+        match document::prepare_document(docid.clone(), &body, title, Some(metadata), limits) {
             Ok(p) => p,
             Err(e) => return Ok(Err(e)),
         };
-    match writes::apply_prepared(t, prepared)? {
-        WriteOutcome::Document(d) => outcome(d.changed || d.added > 0, Some(d)),
-        _ => Err(KbError::Storage("unexpected write outcome".into())),
-    }
+    let d = document::apply_document(t, prepared)?;
+    outcome(d.changed || d.added > 0, Some(d))
 }
 
-/// The prepared form of an edit (checked, not yet applied).
-pub(crate) fn prepare(docid: String, edit: DocEdit, limits: &Limits) -> Result<PreparedOp> {
-    validate::validate_docid(&docid)?;
-    edit.validate()?;
-    Ok(PreparedOp::Edit {
-        docid,
-        edit,
-        limits: limits.clone(),
-    })
+/// Check an edit before its transaction (what needs no store).
+pub(crate) fn prepare(docid: &str, edit: &DocEdit) -> Result<()> {
+    validate::validate_docid(docid)?;
+    edit.validate()
 }

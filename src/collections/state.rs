@@ -260,3 +260,15 @@ pub(crate) fn context_of(text: &str, start: usize, end: usize) -> String {
     }
     text[a..b].replace('\n', " ").trim().to_string()
 }
+
+/// Store the collection models' TOML text (checked by the caller) and log the change.
+pub(crate) fn store_models(
+    t: &mut crate::store::txn::WriteTables<'_>,
+    toml_text: &str,
+) -> Result<()> {
+    let mut table = t.txn().open_table(crate::store::tables::COLLECTION)?;
+    table.insert(MODELS_KEY, toml_text)?;
+    drop(table);
+    t.log(crate::model::records::ChangeKind::ModelsChanged, MODELS_KEY)?;
+    Ok(())
+}

@@ -102,7 +102,7 @@ pub fn call_sync(
     method: &str,
     p: Value,
     progress: &dyn Fn(u64, u64),
-    write: crate::sync::run::Writer<'_>,
+    write: crate::writes::Writer<'_>,
 ) -> CallResult {
     match method {
         "sync" => to_value(kb.sync_with(&params(p)?, write, progress)?),

@@ -8,7 +8,7 @@ use crate::collections::model::{self, ModelSet, Validation};
 use crate::collections::query::{self, QueryOutcome, QuerySpec};
 use crate::collections::state::*;
 use crate::error::{KbError, Result};
-use crate::model::records::{ChangeKind, DocumentRecord, SectionRecord, decode};
+use crate::model::records::{DocumentRecord, SectionRecord, decode};
 use crate::store::tables::{COLLECTION, CONTENT, DOCUMENTS, SECTIONS};
 use crate::writes::{WriteOp, WriteOutcome};
 use redb::ReadableDatabase;
@@ -46,14 +46,7 @@ impl Kb {
     /// nothing). Returns the model names and how many documents each now holds.
     pub fn models_load(&self, toml_text: &str) -> Result<Value> {
         let set = ModelSet::from_toml(toml_text).map_err(|e| KbError::invalid("models", e))?;
-        let txn = self.begin_write_txn()?;
-        {
-            let mut t = txn.open_table(COLLECTION)?;
-            t.insert(MODELS_KEY, toml_text)?;
-            let mut w = crate::store::txn::WriteTables::open(&txn, crate::now())?;
-            w.log(ChangeKind::ModelsChanged, MODELS_KEY)?;
-        }
-        txn.commit()?;
+        self.write_engine(crate::writes::EngineOp::SetModels(toml_text.to_string()))?;
         *self.collection.models.write().map_err(poisoned)? = Some(Arc::new(set));
         self.collection
             .generation
@@ -701,11 +694,5 @@ impl Kb {
                 .map(|e| e.id_str().to_string())
                 .collect(),
         ))
-    }
-
-    pub(super) fn begin_write_txn(&self) -> Result<redb::WriteTransaction> {
-        let mut txn = self.db_write()?.begin_write()?;
-        txn.set_durability(redb::Durability::Immediate)?;
-        Ok(txn)
     }
 }

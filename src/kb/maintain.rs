@@ -5,13 +5,15 @@ use std::time::Instant;
 
 use redb::ReadableDatabase;
 
-use super::{Kb, elapsed_ms, now};
+use super::Kb;
 use crate::config::Config;
 use crate::error::{KbError, Result};
 use crate::maintenance::{self, export::ExportOptions, import::ImportResult};
 use crate::model::*;
-use crate::store::txn::{ReadTables, WriteTables};
-use crate::{learn, model, store};
+use crate::store::txn::ReadTables;
+use crate::writes::{EngineOp, EngineOutcome};
+use crate::{elapsed_ms, now};
+use crate::{model, store};
 
 impl Kb {
     /// `rebuild`: reconstruct the lexical index from the store.
@@ -123,8 +125,6 @@ impl Kb {
         plan: maintenance::import::Plan,
         start: Instant,
     ) -> Result<ImportResult> {
-        let bases = maintenance::import::reference_bases(&plan.documents);
-        let turn = self.index_turn()?;
         // The embedder is held off before the write transaction begins: its rounds take the
         // embed lock and then a write transaction, so taking them the other way round (the
         // transaction, then the lock) deadlocked an import against a running embedder.
@@ -132,60 +132,34 @@ impl Kb {
             Some(_) => Some(self.pause_embedder()?),
             None => None,
         };
-        let txn = self.begin_write()?;
+        let imported_kbids: Vec<String> = plan.sections.iter().map(|s| s.kbid.clone()).collect();
+        let writes = maintenance::import::ImportWrites {
+            sections: plan.sections,
+            documents: plan.documents,
+            synonyms: plan.synonyms,
+        };
+        let counts = match self.write_engine(EngineOp::Import(Box::new(writes)))? {
+            EngineOutcome::Imported(c) => c,
+            _ => return Err(KbError::Storage("unexpected write outcome".into())),
+        };
         let mut result = ImportResult {
             path: path.display().to_string(),
-            sections_imported: 0,
-            sections_existing: 0,
-            documents_imported: 0,
-            documents_replaced: 0,
-            synonyms_imported: 0,
+            sections_imported: counts.sections_imported,
+            sections_existing: counts.sections_existing,
+            documents_imported: counts.documents_imported,
+            documents_replaced: counts.documents_replaced,
+            synonyms_imported: counts.synonyms_imported,
             vectors_found: plan.vectors_found,
             vectors_reused: 0,
             models_imported: false,
             problems: plan.problems,
             elapsed_ms: 0.0,
         };
-        let imported_kbids: Vec<String> = plan.sections.iter().map(|s| s.kbid.clone()).collect();
-        let changes = {
-            let mut t = WriteTables::open(&txn, now())?;
-            for s in plan.sections {
-                let base = bases.get(s.kbid.as_str()).copied();
-                if learn::insert_stored(&mut t, &s.kbid, s.record, &s.bytes, base)? {
-                    result.sections_imported += 1;
-                } else {
-                    result.sections_existing += 1;
-                }
-            }
-            for d in plan.documents {
-                let existed = t.document(&d.docid)?.is_some();
-                let change = learn::set_manifest(&mut t, &d.docid, d.kbids, |doc| {
-                    doc.title = d.title;
-                    doc.doc_type = d.doc_type;
-                    doc.metadata = d.metadata;
-                    doc.created_at = d.created_at;
-                    doc.updated_at = d.updated_at;
-                })?;
-                result.documents_imported += 1;
-                if existed && change.is_some() {
-                    result.documents_replaced += 1;
-                }
-            }
-            t.flush()?;
-            t.take_index_changes()
-        };
-        for (term, synonyms) in &plan.synonyms {
-            store::synonyms::add(&txn, term, synonyms)?;
-            result.synonyms_imported += 1;
-        }
-        txn.commit()?;
-        turn.apply(&changes);
         if let (Some((meta, idx)), Some(paused)) = (&plan.vectors, &paused) {
             result.vectors_reused =
                 self.reuse_imported_vectors(meta, idx, &imported_kbids, paused)?;
         }
         drop(paused);
-        self.index_committed_changes();
         if let Some(models) = &plan.models {
             self.models_load(models)?;
             result.models_imported = true;
@@ -259,21 +233,10 @@ impl Kb {
     /// `gc`: remove sections no document holds that were not learned on their own.
     pub fn gc(&self) -> Result<GcResult> {
         let start = Instant::now();
-        let turn = self.index_turn()?;
-        let txn = self.begin_write()?;
-        let (removed_sections, removed_bytes, changes) = {
-            let mut t = WriteTables::open(&txn, now())?;
-            let r = maintenance::gc::collect(&mut t)?;
-            t.flush()?;
-            (r.0, r.1, t.take_index_changes())
+        let (removed_sections, removed_bytes) = match self.write_engine(EngineOp::Gc)? {
+            EngineOutcome::Collected { sections, bytes } => (sections, bytes),
+            _ => return Err(KbError::Storage("unexpected write outcome".into())),
         };
-        if removed_sections > 0 {
-            txn.commit()?;
-            turn.apply(&changes);
-            self.index_committed_changes();
-        } else {
-            txn.abort()?;
-        }
         Ok(GcResult {
             removed_sections,
             removed_bytes,

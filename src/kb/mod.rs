@@ -28,7 +28,6 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use redb::{Database, Durability, ReadableDatabase};
 
@@ -263,10 +262,6 @@ impl Drop for Kb {
     }
 }
 
-pub(crate) fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
 /// Total size of the files under `dir` (0 when unreadable).
 pub(crate) fn folder_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -280,8 +275,4 @@ pub(crate) fn folder_bytes(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-pub(crate) fn elapsed_ms(start: Instant) -> f64 {
-    (start.elapsed().as_secs_f64() * 1e6).round() / 1e3
 }

@@ -114,7 +114,7 @@ impl Kb {
         if self.skill_by_kbid(kbid)?.is_none() {
             return Err(KbError::NotFound(format!("Skill not found: {kbid}")));
         }
-        let removed = self.remove_section_keeping(kbid, |doc| doc.doc_type == AGENT_TYPE)?;
+        let removed = self.remove_section_keeping(kbid, AGENT_TYPE)?;
         Ok(removed)
     }
 

@@ -7,7 +7,7 @@ use super::*;
 use crate::model::*;
 use crate::store::tables::*;
 use crate::store::txn::{ReadTables, WriteTables};
-use crate::{SearchRequest, WriteOp, WriteOutcome};
+use crate::{SearchRequest, WriteOp, WriteOutcome, now};
 
 fn rows(kb: &Kb) -> [u64; 6] {
     let txn = kb.db().unwrap().begin_read().unwrap();

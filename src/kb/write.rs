@@ -9,13 +9,14 @@ use std::time::Instant;
 
 use redb::ReadableDatabase;
 
-use super::{Kb, PreparedWrite, elapsed_ms, now};
+use super::{Kb, PreparedWrite};
 use crate::error::{KbError, Result};
 use crate::model::*;
 use crate::store::durability::JournalState;
 use crate::store::txn::{ReadTables, WriteTables};
 use crate::writes::{self, WriteOp, WriteOutcome};
-use crate::{learn, model, store, unlearn};
+use crate::{elapsed_ms, now};
+use crate::{learn, model, store};
 
 impl Kb {
     /// Learn one section (see `learn_many` for batches). One durable transaction.
@@ -173,7 +174,7 @@ impl Kb {
                     None => break,
                 }
             }
-            t.flush()?;
+            writes::finish(&mut t)?;
             let record = if journaled {
                 t.take_record(store::migrate::current_version())
             } else {
@@ -245,7 +246,18 @@ impl Kb {
         }
     }
 
-    /// Make `docid` hold exactly `kbids` (which must exist), with these fields. One transaction.
+    /// Apply one write only the engine makes (`writes::EngineOp`) through the door.
+    pub(crate) fn write_engine(&self, op: writes::EngineOp) -> Result<writes::EngineOutcome> {
+        let prepared = vec![Ok(PreparedWrite(writes::PreparedOp::Engine(op)))];
+        let mut out = self.write_prepared_joining(prepared, |_| None)?;
+        self.index_committed_changes();
+        match out.pop().expect("one result per write")? {
+            WriteOutcome::Engine(o) => Ok(o),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
+        }
+    }
+
+    /// Make `docid` hold exactly `kbids` (which must exist), with these fields.
     pub(crate) fn set_document(
         &self,
         docid: &str,
@@ -255,92 +267,38 @@ impl Kb {
         metadata: Option<String>,
     ) -> Result<()> {
         model::validate::validate_docid(docid)?;
-        let txn = self.begin_write()?;
-        {
-            let mut t = WriteTables::open(&txn, now())?;
-            let now = t.now().to_string();
-            learn::set_manifest(&mut t, docid, kbids, |doc| {
-                doc.title = title;
-                doc.doc_type = doc_type.to_string();
-                doc.metadata = metadata;
-                doc.updated_at = now;
-            })?;
-            t.flush()?;
-        }
-        txn.commit()?;
-        self.index_committed_changes();
+        self.write_engine(writes::EngineOp::SetDocument {
+            docid: docid.to_string(),
+            kbids,
+            title,
+            doc_type: doc_type.to_string(),
+            metadata,
+        })?;
         Ok(())
     }
 
-    /// Remove a section like `unlearn`, except that the documents `keep` selects go on
-    /// listing it (a dangling entry, as agents keep a deleted skill). One transaction.
-    pub(crate) fn remove_section_keeping(
-        &self,
-        kbid: &str,
-        keep: impl Fn(&model::records::DocumentRecord) -> bool,
-    ) -> Result<bool> {
+    /// Remove a section like `unlearn`, except that the documents of type `keep_doc_type` go on
+    /// listing it (a dangling entry, as agents keep a deleted skill).
+    pub(crate) fn remove_section_keeping(&self, kbid: &str, keep_doc_type: &str) -> Result<bool> {
         model::kbid::validate_kbid("kbid", kbid)?;
-        let turn = self.index_turn()?;
-        let txn = self.begin_write()?;
-        let (removed, changes) = {
-            let mut t = WriteTables::open(&txn, now())?;
-            let mut kept = Vec::new();
-            for docid in t.docs_of(kbid)? {
-                if let Some(doc) = t.document(&docid)?
-                    && keep(&doc)
-                {
-                    kept.push((docid, doc));
-                }
-            }
-            let removed = unlearn::remove_section(&mut t, kbid)?;
-            for (docid, doc) in kept {
-                let kbids = doc.kbids.clone();
-                learn::set_manifest(&mut t, &docid, kbids, |d| *d = doc)?;
-            }
-            t.flush()?;
-            (removed, t.take_index_changes())
-        };
-        if !removed {
-            txn.abort()?;
-            return Ok(false);
+        match self.write_engine(writes::EngineOp::RemoveSectionKeeping {
+            kbid: kbid.to_string(),
+            keep_doc_type: keep_doc_type.to_string(),
+        })? {
+            writes::EngineOutcome::Removed(removed) => Ok(removed),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
         }
-        txn.commit()?;
-        turn.apply(&changes);
-        self.index_committed_changes();
-        Ok(true)
     }
 
     /// Remove a document (its manifest and memberships); its sections that no other document
-    /// holds and that were not learned on their own are removed with it.
+    /// holds and that were not learned on their own are removed with it. The same primitive
+    /// as a collection document's delete, without the write-back to a synced file.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {
         model::validate::validate_docid(docid)?;
-        let txn = self.begin_write()?;
-        let removed = {
-            let mut t = WriteTables::open(&txn, now())?;
-            let removed = match t.document(docid)? {
-                Some(doc) => {
-                    let mut seen = std::collections::HashSet::new();
-                    for k in &doc.kbids {
-                        if seen.insert(k.clone()) {
-                            t.remove_membership(docid, k)?;
-                        }
-                    }
-                    t.remove_document(docid)?;
-                    t.log(model::records::ChangeKind::DocumentRemoved, docid)?;
-                    true
-                }
-                None => false,
-            };
-            t.flush()?;
-            removed
-        };
-        if removed {
-            txn.commit()?;
-            self.index_committed_changes();
-        } else {
-            txn.abort()?;
+        match self.write_engine(writes::EngineOp::RemoveDocument(docid.to_string()))? {
+            writes::EngineOutcome::Removed(removed) => Ok(removed),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
         }
-        Ok(removed)
     }
 
     /// Add user synonyms: `term` and each of `synonyms` match each other at query time.
@@ -349,18 +307,22 @@ impl Kb {
         term: &str,
         synonyms: &[String],
     ) -> Result<Vec<store::synonyms::SynonymEntry>> {
-        let txn = self.begin_write()?;
-        store::synonyms::add(&txn, term, synonyms)?;
-        txn.commit()?;
+        self.write_engine(writes::EngineOp::AddSynonyms {
+            term: term.to_string(),
+            synonyms: synonyms.to_vec(),
+        })?;
         self.synonyms_list()
     }
 
     /// Remove `synonyms` of `term` (all of them when empty).
     pub fn synonyms_remove(&self, term: &str, synonyms: &[String]) -> Result<u64> {
-        let txn = self.begin_write()?;
-        let n = store::synonyms::remove(&txn, term, synonyms)?;
-        txn.commit()?;
-        Ok(n)
+        match self.write_engine(writes::EngineOp::RemoveSynonyms {
+            term: term.to_string(),
+            synonyms: synonyms.to_vec(),
+        })? {
+            writes::EngineOutcome::Count(n) => Ok(n),
+            _ => Err(KbError::Storage("unexpected write outcome".into())),
+        }
     }
 
     /// Feed committed store changes to the index writer. A failure here never fails the write

@@ -626,3 +626,57 @@ pub(crate) fn reference_bases(documents: &[DocumentManifest]) -> HashMap<&str, &
     }
     out
 }
+
+/// What an import writes in its transaction (the part of a [`Plan`] that goes to the store).
+pub(crate) struct ImportWrites {
+    pub sections: Vec<ReadySection>,
+    pub documents: Vec<DocumentManifest>,
+    pub synonyms: BTreeMap<String, Vec<String>>,
+}
+
+/// What [`apply`] stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ImportCounts {
+    pub sections_imported: u64,
+    pub sections_existing: u64,
+    pub documents_imported: u64,
+    pub documents_replaced: u64,
+    pub synonyms_imported: u64,
+}
+
+/// Store an import's sections, documents and synonyms inside `t` (the write door's
+/// transaction). References are resolved against the documents being imported.
+pub(crate) fn apply(
+    t: &mut crate::store::txn::WriteTables<'_>,
+    w: ImportWrites,
+) -> Result<ImportCounts> {
+    let bases = reference_bases(&w.documents);
+    let mut counts = ImportCounts::default();
+    for s in w.sections {
+        let base = bases.get(s.kbid.as_str()).copied();
+        if crate::learn::insert_stored(t, &s.kbid, s.record, &s.bytes, base)? {
+            counts.sections_imported += 1;
+        } else {
+            counts.sections_existing += 1;
+        }
+    }
+    for d in w.documents {
+        let existed = t.document(&d.docid)?.is_some();
+        let change = crate::learn::set_manifest(t, &d.docid, d.kbids, |doc| {
+            doc.title = d.title;
+            doc.doc_type = d.doc_type;
+            doc.metadata = d.metadata;
+            doc.created_at = d.created_at;
+            doc.updated_at = d.updated_at;
+        })?;
+        counts.documents_imported += 1;
+        if existed && change.is_some() {
+            counts.documents_replaced += 1;
+        }
+    }
+    for (term, synonyms) in &w.synonyms {
+        crate::store::synonyms::add(t.txn(), term, synonyms)?;
+        counts.synonyms_imported += 1;
+    }
+    Ok(counts)
+}

@@ -1,15 +1,12 @@
 //! The migration runner: the schema version lives in `meta`; on open every migration in
-//! `migrations/` with a higher number runs, each in its own durable transaction.
+//! `src/store/migrations/` with a higher number runs, each in its own durable transaction.
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::tables::{META, META_SCHEMA_VERSION};
 use crate::error::{KbError, Result};
 
-#[path = "../../migrations/mod.rs"]
-mod migrations;
-
-pub use migrations::MIGRATIONS;
+pub use super::migrations::MIGRATIONS;
 
 /// The schema version this build writes.
 pub fn current_version() -> u32 {

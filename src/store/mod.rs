@@ -7,6 +7,7 @@ pub mod faults;
 pub mod handle;
 pub mod journal;
 pub mod migrate;
+mod migrations;
 pub mod synonyms;
 pub mod tables;
 pub mod txn;

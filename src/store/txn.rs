@@ -188,10 +188,9 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Collect the sections this transaction detached, then write the changed document
-    /// manifests. Call before the transaction commits.
+    /// Write the changed document manifests. Call before the transaction commits (through
+    /// `writes::finish`, which first collects the sections the transaction detached).
     pub fn flush(&mut self) -> Result<()> {
-        self.collect_detached()?;
         for (docid, rec) in std::mem::take(&mut self.dirty_documents) {
             match rec {
                 Some(rec) => {
@@ -259,22 +258,15 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Remove every section that lost a document in this transaction, is held by no document
-    /// now and was never learned on its own (the user's memory is never collected). Returns
-    /// the kbids removed.
-    pub fn collect_detached(&mut self) -> Result<Vec<String>> {
-        let mut removed = Vec::new();
-        for kbid in std::mem::take(&mut self.maybe_detached) {
-            let Some(rec) = self.section(&kbid)? else {
-                continue;
-            };
-            if rec.standalone || self.section_docs.get(kbid.as_str())?.next().is_some() {
-                continue;
-            }
-            crate::unlearn::remove_section(self, &kbid)?;
-            removed.push(kbid);
-        }
-        Ok(removed)
+    /// The sections that lost a document in this transaction so far
+    /// (`writes::document::collect_detached` removes those nothing holds any more).
+    pub fn take_maybe_detached(&mut self) -> std::collections::BTreeSet<String> {
+        std::mem::take(&mut self.maybe_detached)
+    }
+
+    /// Whether some document holds `kbid`.
+    pub fn section_held(&self, kbid: &str) -> Result<bool> {
+        Ok(self.section_docs.get(kbid)?.next().is_some())
     }
 
     /// Record that this transaction stores `kbid` under the source key `key`.

@@ -10,8 +10,8 @@
 //! * `watch` — the file-system watcher (notify) that a client runs, with an event-driven
 //!   debouncer (no timer while idle).
 
+pub mod ops;
 pub mod records;
-pub mod run;
 pub mod scan;
 pub mod watch;
 pub(crate) mod writeback;
@@ -20,8 +20,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use ops::{SyncOp, SyncOutcome};
 pub use records::{FileRecord, SyncRoot};
-pub use run::{SyncOp, SyncOutcome};
 pub use watch::{FolderWatcher, StopHandle, WatchBatch, WatchOptions};
 
 /// What to sync: a folder (with its docid prefix), all of it or only some paths.

@@ -17,17 +17,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 
+use super::ops::{prepare_text, syntax_name};
 use super::records::{self, FileRecord, FileStat, RecordTable, SyncRoot};
-use super::run::{prepare_text, syntax_name};
 use super::scan;
-use crate::collections::edit::{DocEdit, EditResult, delete_document, merge};
+use crate::collections::edit::{DocEdit, EditResult};
 use crate::config::Limits;
 use crate::error::{KbError, Result};
 use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
 use crate::store::txn::WriteTables;
 use crate::text::frontmatter::{self, Syntax};
 use crate::text::section_edit::{self, Action};
-use crate::writes::{self, WriteOutcome};
+use crate::writes::document::{self, delete_document, merge};
 
 /// The edit applied to the document's file and store when `docid` is a synced document (or
 /// a new one under a synced folder's prefix): `Some(result)`. `None`: not synced, edit the
@@ -38,7 +38,7 @@ pub(crate) fn apply_edit(
     docid: &str,
     edit: &DocEdit,
     limits: &Limits,
-) -> Result<Option<Result<WriteOutcome>>> {
+) -> Result<Option<Result<EditResult>>> {
     let txn = t.txn();
     let mut files = txn.open_table(SYNC_FILES)?;
     let Some(rec) = records::get_file(&files, docid)? else {
@@ -91,9 +91,7 @@ pub(crate) fn apply_edit(
             // Deleted on disk and through kbdb: both agree.
             delete_document(t, docid)?;
             files.remove(docid)?;
-            return Ok(Some(Ok(WriteOutcome::Edited(edited(
-                docid, action, None, &path,
-            )))));
+            return Ok(Some(Ok(edited(docid, action, None, &path))));
         }
         (None, _) => {
             return Ok(Some(Err(conflict(
@@ -134,9 +132,7 @@ pub(crate) fn apply_edit(
         }
         delete_document(t, docid)?;
         files.remove(docid)?;
-        return Ok(Some(Ok(WriteOutcome::Edited(edited(
-            docid, action, None, &path,
-        )))));
+        return Ok(Some(Ok(edited(docid, action, None, &path))));
     }
     let text = match edited_text(&old, edit) {
         Ok(s) => s,
@@ -184,13 +180,11 @@ pub(crate) fn apply_edit(
         recorded_at_ns,
         syntax,
     );
-    let WriteOutcome::Document(d) = writes::apply_prepared(t, doc)? else {
-        return Err(KbError::Storage("unexpected write outcome".into()));
-    };
+    let d = document::apply_document(t, doc)?;
     records::put_file(&mut files, docid, &record)?;
     let mut r = edited(docid, action, Some(d), &path);
     r.changed = r.changed || text != old;
-    Ok(Some(Ok(WriteOutcome::Edited(r))))
+    Ok(Some(Ok(r)))
 }
 
 /// `create_document` under the prefix of the synced folder `dir`: a new file
@@ -205,7 +199,7 @@ fn create(
     metadata: &Map<String, Value>,
     body: &str,
     limits: &Limits,
-) -> Result<Result<WriteOutcome>> {
+) -> Result<Result<EditResult>> {
     let rel = format!("{}.md", &docid[root.prefix.len()..]);
     let path = Path::new(dir).join(&rel);
     if !Path::new(dir).is_dir() {
@@ -279,13 +273,11 @@ fn create(
         Ok(r) => r,
         Err(e) => return Ok(Err(e)),
     };
-    let WriteOutcome::Document(d) = writes::apply_prepared(t, doc)? else {
-        return Err(KbError::Storage("unexpected write outcome".into()));
-    };
+    let d = document::apply_document(t, doc)?;
     records::put_file(files, docid, &record)?;
     let mut r = edited(docid, "create", Some(d), &path);
     r.changed = true;
-    Ok(Ok(WriteOutcome::Edited(r)))
+    Ok(Ok(r))
 }
 
 /// The first folder between `root` and the file `rel` that is a symbolic link, if any (a sync

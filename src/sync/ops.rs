@@ -1,22 +1,15 @@
-//! `Kb::sync`: a folder of markdown files as documents (docs/sync.md).
-//!
-//! A sync reads the folder outside any transaction — listing it, and for each markdown file
-//! comparing its size, times and inode with the file's record (the fast path), reading and
-//! hashing it only when they differ — and turns what changed into `WriteOp::Sync` writes,
-//! committed one transaction per batch through the caller's writer (the daemon's group-commit
-//! writer, or `Kb::write_group`). Each write carries the record hash the scan saw, and applies
-//! only if the record is still the same (an edit written back meanwhile wins), so concurrent
-//! syncs and edits never undo each other.
-
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+//! The sync writes (`WriteOp::Sync`, docs/sync.md): a folder registered under a prefix, a
+//! file's document stored with its record, a record refreshed, a gone file's document removed,
+//! a folder forgotten — each checked outside the transaction (`prepare`) and applied inside it
+//! (`apply`) only if the file's record is still the one the scan saw (an edit written back
+//! meanwhile wins), so concurrent syncs and edits never undo each other. The scan that produces
+//! them is `Kb::sync` (src/kb/sync.rs).
 
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use super::records::{self, FileRecord, FileStat, SyncRoot};
-use super::scan::{self, Entry, ReadError, Rules, Taken};
-use super::{MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncSkip};
+use super::records::{self, FileRecord, SyncRoot};
+use super::scan::{self};
 use crate::config::Limits;
 use crate::error::{KbError, Result};
 use crate::model::DocumentLearnResult;
@@ -24,7 +17,7 @@ use crate::model::validate;
 use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
 use crate::store::txn::WriteTables;
 use crate::text::frontmatter::{self, Syntax};
-use crate::writes::{self, PreparedOp, WriteOp, WriteOutcome};
+use crate::writes::document::{self, PreparedDocument};
 
 /// Files per write transaction of a sync (at most `limits.max_batch`).
 pub const BATCH_FILES: usize = 1000;
@@ -100,7 +93,7 @@ pub(crate) enum PreparedSync {
         docid: String,
         record: FileRecord,
         expected: Option<String>,
-        doc: Box<PreparedOp>,
+        doc: Box<PreparedDocument>,
     },
     Touch {
         docid: String,
@@ -130,13 +123,13 @@ pub(crate) fn prepare_text(
     docid: &str,
     text: &str,
     limits: &Limits,
-) -> Result<(PreparedOp, Option<Syntax>)> {
+) -> Result<(PreparedDocument, Option<Syntax>)> {
     validate::validate_docid(docid)?;
     let (front, body) = frontmatter::split(text).map_err(|e| KbError::invalid("content", e))?;
     let syntax = front.as_ref().map(|f| f.syntax);
     let meta = front.map(|f| f.meta).unwrap_or_default();
     let metadata = validate::validate_metadata(&meta)?;
-    let op = writes::prepare_document(
+    let op = document::prepare_document(
         docid.to_string(),
         body,
         title_of(&meta),
@@ -194,7 +187,7 @@ pub(crate) fn overlap(a: &str, b: &str) -> bool {
 
 /// Apply a sync write inside `t`. The outer error fails the whole transaction; the inner one
 /// this write alone (nothing of it written).
-pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<WriteOutcome>> {
+pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<SyncOutcome>> {
     let txn = t.txn();
     let mut files = txn.open_table(SYNC_FILES)?;
     let out = match p {
@@ -211,7 +204,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<W
                     let mut o = SyncOutcome::new("root", &dir, true);
                     if let Some(old) = old {
                         for (docid, _) in records::files_under(&files, &old.prefix, Some(&dir))? {
-                            crate::collections::edit::delete_document(t, &docid)?;
+                            document::delete_document(t, &docid)?;
                             files.remove(docid.as_str())?;
                             o.records_dropped += 1;
                         }
@@ -235,10 +228,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<W
             if current.as_ref().map(|r| &r.hash) != expected.as_ref() {
                 SyncOutcome::new("stale", &docid, false)
             } else {
-                let document = match writes::apply_prepared(t, *doc)? {
-                    WriteOutcome::Document(d) => d,
-                    _ => return Err(KbError::Storage("unexpected write outcome".into())),
-                };
+                let document = document::apply_document(t, *doc)?;
                 records::put_file(&mut files, &docid, &record)?;
                 let action = if current.is_some() {
                     "updated"
@@ -259,7 +249,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<W
         },
         PreparedSync::Remove { docid, expected } => match records::get_file(&files, &docid)? {
             Some(cur) if cur.hash == expected => {
-                crate::collections::edit::delete_document(t, &docid)?;
+                document::delete_document(t, &docid)?;
                 files.remove(docid.as_str())?;
                 SyncOutcome::new("removed", &docid, true)
             }
@@ -285,7 +275,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<W
             }
         }
     };
-    Ok(Ok(WriteOutcome::Synced(out)))
+    Ok(Ok(out))
 }
 
 /// `prefix` may be used for `dir`: no other folder's prefix overlaps it.
@@ -330,245 +320,4 @@ pub fn normalize_prefix(p: &str) -> Result<String> {
         KbError::invalid("prefix", format!("{p:?} cannot start docids: {rule}"))
     })?;
     Ok(p)
-}
-
-/// The callback a sync commits its batches through: one transaction per call.
-pub type Writer<'a> = &'a dyn Fn(Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>>;
-
-/// A file found by a scan.
-pub(crate) struct Candidate {
-    pub(crate) abs: PathBuf,
-    pub(crate) rel: String,
-    pub(crate) stat: FileStat,
-    /// (device, inode) when listed: the file read must be this one.
-    pub(crate) ident: (u64, u64),
-}
-
-/// What a scan found: files to look at, files left alone (with why), unreadable folders.
-pub(crate) struct Found<'a> {
-    pub(crate) root: &'a Path,
-    pub(crate) candidates: &'a mut Vec<Candidate>,
-    pub(crate) skipped: &'a mut Vec<(String, String)>,
-    pub(crate) unreadable: &'a mut Vec<String>,
-}
-
-impl Found<'_> {
-    /// Everything synced at and below the folder `dir`.
-    pub(crate) fn walk(&mut self, rules: &mut Rules, dir: &Path) {
-        let root = self.root;
-        let rel_or_shown =
-            |p: &Path| scan::relative(root, p).unwrap_or_else(|_| p.display().to_string());
-        scan::walk(rules, dir, &mut |e| match e {
-            Entry::File(p, stat, ident) => match scan::relative(root, p) {
-                Ok(rel) => self.candidates.push(Candidate {
-                    abs: p.to_path_buf(),
-                    rel,
-                    stat,
-                    ident,
-                }),
-                Err(reason) => self.skipped.push((p.display().to_string(), reason)),
-            },
-            Entry::Skipped(p, reason) => self.skipped.push((rel_or_shown(p), reason)),
-            Entry::Unreadable(p, reason) => {
-                let rel = scan::relative(root, p).unwrap_or_default();
-                self.skipped
-                    .push((rel.clone(), format!("folder cannot be read: {reason}")));
-                self.unreadable.push(rel);
-            }
-            Entry::Dir(_) => {}
-        })
-    }
-}
-
-/// The state of one sync.
-pub(crate) struct Run<'a> {
-    pub(crate) limits: &'a Limits,
-    pub(crate) root: PathBuf,
-    pub(crate) root_str: String,
-    pub(crate) prefix: String,
-    /// The records of this folder when the scan started, by relative path: (docid, record).
-    pub(crate) by_path: HashMap<String, (String, FileRecord)>,
-    /// The same records' relative paths by docid.
-    pub(crate) by_docid: HashMap<String, String>,
-    /// Relative paths of the files that exist and were looked at (their records stay).
-    pub(crate) seen: HashSet<String>,
-    /// Folders that could not be read: the records below them stay.
-    pub(crate) unreadable: Vec<String>,
-    pub(crate) taken: Taken,
-    pub(crate) report: SyncReport,
-    pub(crate) batch: Vec<WriteOp>,
-    /// The relative path of each write of `batch`.
-    pub(crate) batch_paths: Vec<String>,
-    pub(crate) batch_bytes: usize,
-    pub(crate) batch_limit: usize,
-    pub(crate) write: Writer<'a>,
-}
-
-impl Run<'_> {
-    pub(crate) fn skip(&mut self, rel: &str, reason: impl Into<String>) {
-        let reason = reason.into();
-        tracing::info!(path = rel, "not synced: {reason}");
-        self.report.skipped.push(SyncSkip {
-            path: rel.to_string(),
-            reason,
-        });
-    }
-
-    pub(crate) fn push(&mut self, rel: &str, op: WriteOp, bytes: usize) -> Result<()> {
-        self.batch.push(op);
-        self.batch_paths.push(rel.to_string());
-        self.batch_bytes += bytes;
-        if self.batch.len() >= self.batch_limit || self.batch_bytes >= BATCH_BYTES {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn flush(&mut self) -> Result<()> {
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        let ops = std::mem::take(&mut self.batch);
-        let paths = std::mem::take(&mut self.batch_paths);
-        self.batch_bytes = 0;
-        let results = (self.write)(ops)?;
-        let mut committed = false;
-        for (r, rel) in results.into_iter().zip(paths) {
-            match r {
-                Ok(WriteOutcome::Synced(o)) => {
-                    committed |= o.changed;
-                    let listed = match o.action.as_str() {
-                        "added" => {
-                            self.report.added += 1;
-                            true
-                        }
-                        "updated" => {
-                            self.report.updated += 1;
-                            true
-                        }
-                        "removed" => {
-                            self.report.removed += 1;
-                            true
-                        }
-                        "touched" => {
-                            self.report.touched += 1;
-                            false
-                        }
-                        _ => false,
-                    };
-                    if listed {
-                        if self.report.changes.len() < MAX_LISTED_CHANGES {
-                            self.report.changes.push(SyncChange {
-                                action: o.action.clone(),
-                                docid: o.id.clone(),
-                                path: rel,
-                            });
-                        } else {
-                            self.report.changes_truncated = true;
-                        }
-                    }
-                }
-                Ok(_) => return Err(KbError::Storage("unexpected write outcome".into())),
-                Err(e) if rel.is_empty() => return Err(e),
-                Err(e) => self.skip(&rel, e.to_string()),
-            }
-        }
-        if committed {
-            self.report.transactions += 1;
-        }
-        Ok(())
-    }
-
-    /// Look at one file: unchanged, touched, or new/changed content to store.
-    pub(crate) fn file(&mut self, c: Candidate) -> Result<()> {
-        let docid = scan::docid_of(&self.prefix, &c.rel);
-        if let Err(e) = validate::validate_docid(&docid) {
-            self.seen.insert(c.rel.clone());
-            let msg = e.to_string();
-            let rule = msg.strip_prefix("docid: ").unwrap_or(&msg).to_string();
-            self.skip(&c.rel, format!("cannot become a docid ({docid:?}: {rule})"));
-            return Ok(());
-        }
-        if !self.taken.take(&docid) {
-            self.seen.insert(c.rel.clone());
-            self.skip(
-                &c.rel,
-                format!(
-                    "has the same docid ({docid}) as another file of the folder; rename one of them"
-                ),
-            );
-            return Ok(());
-        }
-        // Another file holds this docid already (`a.md` synced, `a.mdx` new).
-        let holder = self.by_docid.get(&docid).filter(|p| **p != c.rel).cloned();
-        if let Some(p) = holder
-            && self.root.join(&p).is_file()
-        {
-            self.seen.insert(c.rel.clone());
-            self.skip(
-                &c.rel,
-                format!("has the same docid ({docid}) as {p}, which is synced; rename one of them"),
-            );
-            return Ok(());
-        }
-        let rec = self.by_path.get(&c.rel).map(|(_, r)| r.clone());
-        self.report.files += 1;
-        if rec.as_ref().is_some_and(|r| r.proves_unchanged(&c.stat)) {
-            self.seen.insert(c.rel);
-            self.report.unchanged += 1;
-            return Ok(());
-        }
-        let recorded_at_ns = records::now_ns();
-        let read = match scan::read_file(&c.abs, self.limits.max_content_bytes, Some(c.ident)) {
-            Ok(r) => r,
-            Err(ReadError::Missing) => {
-                self.report.files -= 1;
-                return Ok(());
-            }
-            Err(ReadError::Other(reason)) => {
-                self.seen.insert(c.rel.clone());
-                self.skip(&c.rel, reason);
-                return Ok(());
-            }
-        };
-        self.seen.insert(c.rel.clone());
-        let hash = scan::hash(&read.bytes);
-        let record = FileRecord {
-            root: self.root_str.clone(),
-            path: c.rel.clone(),
-            hash: hash.clone(),
-            size: read.stat.size,
-            mtime_ns: read.stat.mtime_ns,
-            ctime_ns: read.stat.ctime_ns,
-            ino: read.stat.ino,
-            recorded_at_ns,
-            front_matter: rec.as_ref().and_then(|r| r.front_matter.clone()),
-        };
-        match rec {
-            Some(r) if r.hash == hash => {
-                if r.stat() == read.stat {
-                    self.report.unchanged += 1;
-                } else {
-                    // Same content, other times (touched, copied back): refresh the record so
-                    // the next scan takes the fast path.
-                    self.report.unchanged += 1;
-                    self.push(&c.rel, WriteOp::Sync(SyncOp::Touch { docid, record }), 0)?;
-                }
-            }
-            r => match String::from_utf8(read.bytes) {
-                Ok(text) => {
-                    let len = text.len();
-                    let op = SyncOp::File {
-                        docid,
-                        text,
-                        record,
-                        expected: r.map(|r| r.hash),
-                    };
-                    self.push(&c.rel, WriteOp::Sync(op), len)?;
-                }
-                Err(_) => self.skip(&c.rel, "is not valid UTF-8 text"),
-            },
-        }
-        Ok(())
-    }
 }
