@@ -78,10 +78,10 @@ fn subcommands(help: &str) -> Vec<String> {
             if !line.starts_with("  ") {
                 break;
             }
-            if let Some(name) = line.split_whitespace().next() {
-                if name != "help" {
-                    names.push(name.to_string());
-                }
+            if let Some(name) = line.split_whitespace().next()
+                && name != "help"
+            {
+                names.push(name.to_string());
             }
         }
     }
