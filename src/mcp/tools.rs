@@ -630,4 +630,30 @@ mod tests {
         );
         assert_eq!(without_rust_types("expected u8x"), "expected u8x");
     }
+
+    /// The docs list what is served: every tool in docs/mcp.md, their count in README.md and
+    /// docs/mcp.md, every method in docs/daemon.md.
+    #[test]
+    fn the_docs_list_every_tool_and_method_of_the_table() {
+        let mcp = include_str!("../../docs/mcp.md");
+        let readme = include_str!("../../README.md");
+        let daemon = include_str!("../../docs/daemon.md");
+        let count = format!("{} tools", operations::tools().count());
+        assert!(readme.contains(&count), "README.md does not say {count}");
+        assert!(mcp.contains(&count), "docs/mcp.md does not say {count}");
+        for (_, t) in operations::tools() {
+            assert!(
+                mcp.contains(&format!("`{}`", t.name)),
+                "docs/mcp.md: {}",
+                t.name
+            );
+        }
+        for op in operations::OPERATIONS {
+            assert!(
+                daemon.contains(&format!("`{}`", op.method)),
+                "docs/daemon.md: {}",
+                op.method
+            );
+        }
+    }
 }
