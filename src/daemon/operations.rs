@@ -1083,4 +1083,37 @@ mod tests {
             assert!(!by_method(m).unwrap().idempotent(), "{m}");
         }
     }
+
+    /// `mode` and `search_mode` are parsed at the boundary into their enums, with the spec's
+    /// error texts, as invalid input naming the field.
+    #[test]
+    fn search_modes_are_parsed_once_with_the_spec_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+        let err = |p: Value| match super::super::methods::call(&kb, "search", p, &|_, _| {}) {
+            Err(CallError::Kb(e)) => (e.code().to_string(), e.to_string()),
+            other => panic!("{:?}", other.map(|v| v.to_string())),
+        };
+        assert_eq!(
+            err(json!({"query": "x", "mode": "bogus"})),
+            (
+                "invalid_input".into(),
+                "mode: 'bogus' is not one of sections, documents, stats, lexical, vector, hybrid"
+                    .into()
+            )
+        );
+        assert_eq!(
+            err(json!({"query": "x", "search_mode": "documents"})).1,
+            "search_mode: 'documents' is not one of lexical, vector, hybrid"
+        );
+        for ok in [json!(" documents "), json!(""), Value::Null] {
+            let r = super::super::methods::call(
+                &kb,
+                "search",
+                json!({"query": "x", "mode": ok}),
+                &|_, _| {},
+            );
+            assert!(r.is_ok(), "{ok}");
+        }
+    }
 }
