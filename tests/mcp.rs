@@ -1248,3 +1248,35 @@ fn text_search_reads_the_front_matter_and_counts_lines_from_the_top_of_the_file(
     assert_eq!(matches[1]["content"], "Ship the widget.");
     assert_eq!(matches[1]["column"], 10);
 }
+
+/// A resource URI's heading is percent-decoded by the one strict rule (text::markers): `%20`
+/// is a space, while `%+f` is not an escape and stays as written (it was once read as the
+/// byte 0x0f, so a heading containing it could not be read).
+#[test]
+fn a_section_uri_keeps_an_invalid_escape_literally() {
+    let db = TestDb::new();
+    let file = db.path().parent().unwrap().join("growth.md");
+    std::fs::write(
+        &file,
+        "# Growth\n\n## Rate %+f here\n\nThe rate is formatted with a sign.\n",
+    )
+    .unwrap();
+    db.json(&[
+        "learn",
+        "--file",
+        file.to_str().unwrap(),
+        "--docid",
+        "notes/growth",
+        "--split",
+    ]);
+    let mut m = Mcp::start(&db);
+    let section = m.request(
+        "resources/read",
+        json!({"uri": "kbdb://document/notes/growth/sections/Rate%20%+f%20here"}),
+    );
+    let text = section["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("formatted with a sign"), "{section}");
+    m.close();
+}

@@ -213,7 +213,7 @@ fn dispatch(state: &mut KbState, method: &str, params: Value) -> Option<CallResu
         "shutdown" => Ok(json!({"stopping": true})),
         "subscribe" => Ok(json!({"subscribed": true})),
         m if PATH_METHODS.contains(&m) => return None,
-        m if methods::WRITE_METHODS.contains(&m) => {
+        m if methods::is_grouped_write(m) => {
             let r = (|| {
                 let ops = methods::write_ops(kb, m, params)?;
                 kb.check_batch(ops.len())?;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use kbdb::daemon::params::{Retrieval, SearchMode};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -460,11 +461,11 @@ pub struct SearchArgs {
     pub query: Vec<String>,
     /// sections (default), documents (grouped per document) or stats (counts); or a retrieval
     /// path: lexical, vector, hybrid (vector and hybrid need an embedding provider)
-    #[arg(long, value_parser = ["sections", "documents", "stats", "lexical", "vector", "hybrid"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(SearchMode::NAMES))]
     pub mode: Option<String>,
     /// The retrieval path: lexical (default, BM25F), vector (embeddings) or hybrid (both, fused
     /// by reciprocal rank); must agree with a retrieval path given in --mode
-    #[arg(long, value_parser = ["lexical", "vector", "hybrid"])]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Retrieval::NAMES))]
     pub search_mode: Option<String>,
     /// Results per page (1-100, default 20)
     #[arg(long)]

@@ -67,6 +67,10 @@ impl Backend {
         params: Value,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<Value, KbError> {
+        debug_assert!(
+            kbdb::daemon::operations::by_method(method).is_some(),
+            "{method}: not in the table of operations"
+        );
         match self {
             Backend::Embedded(kb) => {
                 let none = |_: u64, _: u64| {};
@@ -237,5 +241,44 @@ impl Backend {
             Backend::Embedded(kb) => kb.dir().to_path_buf(),
             Backend::Daemon(c) => PathBuf::from(&c.borrow().info.db),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every method the CLI calls by name is an operation of the table (a misspelt name would
+    /// only fail at run time, as an unknown method).
+    #[test]
+    fn the_cli_calls_only_methods_of_the_table() {
+        let sources = [
+            include_str!("backend.rs"),
+            include_str!("collections.rs"),
+            include_str!("commands.rs"),
+            include_str!("learn.rs"),
+            include_str!("maintenance.rs"),
+            include_str!("mod.rs"),
+            include_str!("recall.rs"),
+            include_str!("skills.rs"),
+            include_str!("sync.rs"),
+        ];
+        let call = regex::Regex::new(
+            r#"\b(?:call_as|call_json|call_progress|call_as_progress)(?:::<[^>]*>)?\(\s*"([a-z_]+)""#,
+        )
+        .unwrap();
+        let mut seen = 0;
+        for src in sources {
+            for c in call.captures_iter(src) {
+                let m = &c[1];
+                assert!(
+                    kbdb::daemon::operations::by_method(m).is_some(),
+                    "{m}: not in the table of operations"
+                );
+                seen += 1;
+            }
+        }
+        assert!(
+            seen >= 30,
+            "only {seen} calls found: has the pattern gone stale?"
+        );
     }
 }

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::methods::{IDEMPOTENT_METHODS, LONG_METHODS, error_from_object};
+use super::methods::error_from_object;
+use super::operations;
 use super::server::{OPERATION_FAILED, identity};
 use super::{LOG_FILE, START_TIMEOUT, endpoint};
 use crate::config::Config;
@@ -296,7 +297,9 @@ impl Client {
             *self = Client::connect(&self.db_dir)?;
         }
         match self.call_once(method, &params, progress) {
-            Err(CallFailure::Lost(e)) if IDEMPOTENT_METHODS.contains(&method) => {
+            Err(CallFailure::Lost(e))
+                if operations::by_method(method).is_some_and(|o| o.idempotent()) =>
+            {
                 tracing::info!("daemon connection lost ({e}); reconnecting to retry {method}");
                 *self = Client::connect(&self.db_dir)?;
                 self.call_once(method, &params, progress)
@@ -340,7 +343,9 @@ impl Client {
         if progress.is_some() {
             req["kbdb_progress"] = json!(true);
         }
-        let timeout = (!LONG_METHODS.contains(&method)).then_some(self.request_timeout);
+        // An unknown method is answered at once (with an error): it gets the timeout.
+        let long = operations::by_method(method).is_some_and(|o| o.long);
+        let timeout = (!long).then_some(self.request_timeout);
         self.reader
             .get_ref()
             .set_read_timeout(timeout)

@@ -4,6 +4,8 @@
 
 pub mod client;
 pub mod methods;
+pub mod operations;
+pub mod params;
 pub mod pool;
 pub mod server;
 

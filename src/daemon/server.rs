@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::methods::{self, CallError};
+use super::operations::{self, Kind};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
 use crate::error::{KbError, Result};
 use crate::{Kb, WriteOutcome};
@@ -1036,24 +1037,10 @@ fn dispatch(
         "shutdown" => Ok(json!({"stopping": true})),
         // Registered by `handle` once this answer is sent: no event comes before it.
         "subscribe" => Ok(json!({"subscribed": true})),
-        m if methods::WRITE_METHODS.contains(&m) => {
-            let ops = methods::write_ops(&state.kb, m, params)?;
-            let outcomes = submit(state, ops).map_err(CallError::Kb)?;
-            methods::write_result(&state.kb, m, outcomes)
-        }
-        m if methods::SYNC_METHODS.contains(&m) => {
-            let progress = |done: u64, total: u64| {
-                if wants_progress {
-                    let line = json!({"jsonrpc": "2.0", "method": "progress",
-                                      "params": {"done": done, "total": total}})
-                    .to_string();
-                    let _ = send_line(conn, &line);
-                }
-            };
-            // The folder is read here; each batch is committed by the writer, like any write.
-            methods::call_sync(&state.kb, m, params, &progress, &|ops| submit(state, ops))
-        }
         m => {
+            let Some(op) = operations::by_method(m) else {
+                return Err(CallError::UnknownMethod(m.to_string()));
+            };
             let progress = |done: u64, total: u64| {
                 if wants_progress {
                     let line = json!({"jsonrpc": "2.0", "method": "progress",
@@ -1062,21 +1049,22 @@ fn dispatch(
                     let _ = send_line(conn, &line);
                 }
             };
-            let r = methods::call(&state.kb, m, params, &progress);
-            if matches!(
-                m,
-                "gc" | "import"
-                    | "synonyms_add"
-                    | "synonyms_remove"
-                    | "skill_learn"
-                    | "skill_delete"
-                    | "agent_create"
-                    | "agent_delete"
-                    | "models_load"
-            ) {
-                state.notify();
+            match op.kind {
+                Kind::Write(ops, _) => {
+                    let ops = ops(&state.kb, params)?;
+                    let outcomes = submit(state, ops).map_err(CallError::Kb)?;
+                    methods::write_result(&state.kb, m, outcomes)
+                }
+                // The folder is read here; each batch is committed by the writer, like any write.
+                Kind::Sync(run, _) => run(&state.kb, params, &progress, &|ops| submit(state, ops)),
+                Kind::Read(run) | Kind::Maintenance(run) => run(&state.kb, params, &progress),
+                Kind::Change(run) => {
+                    let r = run(&state.kb, params, &progress);
+                    state.notify();
+                    r
+                }
+                Kind::Daemon(_) => Err(CallError::UnknownMethod(m.to_string())),
             }
-            r
         }
     }
 }

@@ -4,12 +4,15 @@
 // rmcp (they leave the protocol in 2026-07-28, which kbdb does not negotiate).
 #![allow(deprecated)]
 
-mod collection_tools;
+mod notifications;
+mod prompts;
+mod resources;
 #[doc(hidden)] // public for the fuzz targets (fuzz/): `tool_call`
 pub mod server;
 pub mod tools;
 #[doc(hidden)] // public for the fuzz targets (fuzz/): `LineTransport`
 pub mod transport;
+mod watch;
 
 use std::path::Path;
 

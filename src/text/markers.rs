@@ -559,7 +559,10 @@ fn resolve_relative(base: &str, stem: &str) -> Option<String> {
     Some(docid)
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (two hex digits each). Anything else — a `%` not followed by two hex
+/// digits (`%+f`, `%zz`, a trailing `%`) — is kept literally, and so is the whole text when
+/// the decoded bytes are not UTF-8. Also decodes the heading of an MCP resource URI.
+pub(crate) fn percent_decode(s: &str) -> String {
     if !s.contains('%') {
         return s.to_string();
     }

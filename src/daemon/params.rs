@@ -1,0 +1,872 @@
+//! The parameters of the operations (`operations.rs`), as the daemon's methods and the MCP tools
+//! receive them. Each type is parsed once at the boundary (serde) and describes itself
+//! (schemars): the `inputSchema` of every MCP tool is generated from these types, so a
+//! parameter's name, type, bounds and description are written once, here.
+//!
+//! Descriptions are the doc comments of the fields (their lines joined by a space). Engine
+//! inputs that live elsewhere (`LearnRequest`, `SearchRequest`, `SkillInput`, ...) are built
+//! from these types field by field: a field added there and not here fails to compile.
+
+use std::path::PathBuf;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::KbError;
+
+/// The `inputSchema` of a tool taking `T`: a closed object schema (`additionalProperties:
+/// false` from `deny_unknown_fields`), without the generator's `$schema`, `title`, integer
+/// `format`s or `$defs` (nested types are written in place), with `required` always present.
+pub fn input_schema<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Some(root) = schema.as_object_mut() {
+        // The tool's description says what it is for.
+        root.remove("title");
+        root.remove("description");
+        root.entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+        root.entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+    }
+    tidy(&mut schema);
+    schema
+}
+
+/// Make a generated schema say what the tools say: an optional parameter (`Option<T>`) is one
+/// that may be left out, not one whose type includes null (the argument check takes a null
+/// optional argument as absent anyway); no Rust-specific integer `format`s; a description's
+/// doc-comment lines joined by a space.
+fn tidy(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::Array(types)) = o.get_mut("type") {
+                types.retain(|t| t != "null");
+                if types.len() == 1 {
+                    let only = types.remove(0);
+                    o.insert("type".into(), only);
+                }
+            }
+            if let Some(Value::Array(values)) = o.get_mut("enum") {
+                values.retain(|v| !v.is_null());
+            }
+            if o.get("default").is_some_and(Value::is_null) {
+                o.remove("default");
+            }
+            if let Some(Value::Array(any)) = o.get_mut("anyOf") {
+                any.retain(|s| s.get("type").and_then(Value::as_str) != Some("null"));
+                if any.len() == 1
+                    && let Some(Value::Object(only)) = any.pop()
+                {
+                    o.remove("anyOf");
+                    for (k, v) in only {
+                        o.entry(k).or_insert(v);
+                    }
+                }
+            }
+            if o.get("type").and_then(Value::as_str) == Some("integer") {
+                o.remove("format");
+            }
+            if let Some(Value::String(d)) = o.get_mut("description") {
+                *d = d.split('\n').map(str::trim).collect::<Vec<_>>().join(" ");
+            }
+            o.values_mut().for_each(tidy);
+        }
+        Value::Array(a) => a.iter_mut().for_each(tidy),
+        _ => {}
+    }
+}
+
+/// Any JSON object (metadata, front matter).
+fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object"})
+}
+
+/// An operation without parameters (any given are ignored).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+// ---- search ------------------------------------------------------------------------------
+
+/// What `mode` takes: a result shape (kbdb-mcp.md) or a retrieval path (kbdb-hybrid-search.md);
+/// the two sets are disjoint. A retrieval path here implies `sections` results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    Sections,
+    Documents,
+    Stats,
+    Lexical,
+    Vector,
+    Hybrid,
+}
+
+/// The retrieval path (`search_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Retrieval {
+    Lexical,
+    Vector,
+    Hybrid,
+}
+
+impl SearchMode {
+    /// Every value, as the wire spells it (also the CLI's `--mode` choices).
+    pub const NAMES: [&'static str; 6] = [
+        "sections",
+        "documents",
+        "stats",
+        "lexical",
+        "vector",
+        "hybrid",
+    ];
+    const ALL: [SearchMode; 6] = [
+        SearchMode::Sections,
+        SearchMode::Documents,
+        SearchMode::Stats,
+        SearchMode::Lexical,
+        SearchMode::Vector,
+        SearchMode::Hybrid,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The value `s` names (surrounding white space ignored; empty: none).
+    pub fn parse(s: &str) -> Result<Option<SearchMode>, KbError> {
+        parse_choice(s, "mode", &Self::NAMES, &Self::ALL)
+    }
+}
+
+impl Retrieval {
+    /// Every value, as the wire spells it (also the CLI's `--search-mode` choices).
+    pub const NAMES: [&'static str; 3] = ["lexical", "vector", "hybrid"];
+    const ALL: [Retrieval; 3] = [Retrieval::Lexical, Retrieval::Vector, Retrieval::Hybrid];
+
+    pub fn as_str(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// The value `s` names (surrounding white space ignored; empty: none).
+    pub fn parse(s: &str) -> Result<Option<Retrieval>, KbError> {
+        parse_choice(s, "search_mode", &Self::NAMES, &Self::ALL)
+    }
+}
+
+/// One of `names` (the spec's error text otherwise: `'x' is not one of a, b, c`).
+fn parse_choice<T: Copy>(
+    s: &str,
+    field: &str,
+    names: &[&str],
+    all: &[T],
+) -> Result<Option<T>, KbError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    match names.iter().position(|n| *n == s) {
+        Some(i) => Ok(Some(all[i])),
+        None => Err(KbError::invalid(
+            field,
+            format!(
+                "'{}' is not one of {}",
+                crate::text::preview(s, 30),
+                names.join(", ")
+            ),
+        )),
+    }
+}
+
+/// A choice field: absent, null or empty is none; a bad value an error naming the field
+/// (carried through serde; [`invalid_choice`] turns it back into the field's error).
+fn choice<'de, D, T>(
+    d: D,
+    parse: fn(&str) -> Result<Option<T>, KbError>,
+) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) => parse(&s).map_err(|e| serde::de::Error::custom(format!("{CHOICE}{e}"))),
+    }
+}
+
+fn search_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SearchMode>, D::Error> {
+    choice(d, SearchMode::parse)
+}
+
+fn retrieval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Retrieval>, D::Error> {
+    choice(d, Retrieval::parse)
+}
+
+/// Marks a choice field's error inside a deserialiser's message.
+const CHOICE: &str = "\u{1}choice:";
+
+/// A choice field's error (`mode: 'x' is not one of ...`) as the invalid-input error it is,
+/// with its field, like every other rule of the engine; other messages are left alone.
+pub fn invalid_choice(message: &str) -> Option<KbError> {
+    let rest = &message[message.find(CHOICE)? + CHOICE.len()..];
+    let (field, rule) = rest.split_once(": ")?;
+    // serde_json appends no position to an error of `from_value`; be safe anyway.
+    let rule = rule.split(" at line ").next().unwrap_or(rule);
+    Some(KbError::invalid(field, rule))
+}
+
+/// `search`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    /// Keywords to look for. Only the first 32 words / 1,000 characters are used (the result
+    /// then warns `query_truncated`).
+    pub query: String,
+    /// Result shape or retrieval path. `sections` (default): one item per matching section.
+    /// `documents`: hits grouped by document, best first (`total` counts documents). `stats`:
+    /// no items, only counts by type, tag and document and each word's document frequency.
+    /// `lexical` is the default retrieval (keyword ranking) with `sections` results; `vector`
+    /// (meaning, by embedding similarity) and `hybrid` (keywords and meaning fused by
+    /// reciprocal rank) need an embedding provider configured for the database
+    /// (EMBEDDING_PROVIDER_NOT_CONFIGURED otherwise); they return `sections` results.
+    #[serde(default, deserialize_with = "search_mode")]
+    #[schemars(extend("default" = "sections"))]
+    pub mode: Option<SearchMode>,
+    /// The retrieval path, stated explicitly (the same values as in `mode`; giving both with
+    /// different values is an error). `hybrid` finds sections that say the same thing in other
+    /// words; when the stored vectors are of another model the search answers lexically with
+    /// `vector_index_stale: true`. `vector` and `hybrid` pages end at offset + limit = 200.
+    #[serde(default, deserialize_with = "retrieval")]
+    #[schemars(extend("default" = "lexical"))]
+    pub search_mode: Option<Retrieval>,
+    /// Results per page (1-100).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 100), extend("default" = 20))]
+    pub limit: Option<usize>,
+    /// Zero-based index of the first result, for paging; `offset + limit` must not exceed
+    /// 10,000. Use the previous page's `has_more` to know whether to ask again.
+    #[serde(default)]
+    #[schemars(range(max = 9999), extend("default" = 0))]
+    pub offset: Option<usize>,
+    /// Include each section's full text in its item. Usually better left false: judge by
+    /// snippets, then `recall` the sections you need.
+    #[serde(default)]
+    pub content: bool,
+    /// Only sections carrying all of these tags (kbdb filter; does not change the ranking).
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Only sections of this MIME type, e.g. `text/markdown`, `text/x-rust`, `image/png`
+    /// (kbdb filter).
+    #[serde(rename = "type", default)]
+    pub section_type: Option<String>,
+    /// Only sections of this document (kbdb filter).
+    #[serde(default)]
+    pub docid: Option<String>,
+    /// Only sections of documents of this collection model (see `inspect`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Only sections of documents whose metadata matches — the `where` of the `query` tool
+    /// (object or array form).
+    #[serde(rename = "where", default)]
+    #[schemars(schema_with = "object_or_array")]
+    pub where_: Option<Value>,
+}
+
+fn object_or_array(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"anyOf": [{"type": "object"}, {"type": "array"}]})
+}
+
+impl From<SearchParams> for crate::SearchRequest {
+    fn from(p: SearchParams) -> Self {
+        crate::SearchRequest {
+            query: p.query,
+            mode: p.mode.map(|m| m.as_str().to_string()),
+            search_mode: p.search_mode.map(|m| m.as_str().to_string()),
+            limit: p.limit,
+            offset: p.offset,
+            content: p.content,
+            tags: p.tags.unwrap_or_default(),
+            section_type: p.section_type,
+            docid: p.docid,
+            model: p.model,
+            where_: p.where_,
+        }
+    }
+}
+
+// ---- sections ----------------------------------------------------------------------------
+
+/// `learn`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LearnParams {
+    /// The text (markdown by default; source code or JSON for those types), or base64-encoded
+    /// image bytes for `image/*` types. At most 10 MiB by default (`limits.max_content_bytes`).
+    pub content: String,
+    /// MIME type: `text/markdown` (default), any other `text/*` type (e.g. `text/plain`,
+    /// `text/x-rust`, `text/x-python`), `application/json` (must be valid JSON), or `image/*`
+    /// (e.g. `image/png`; `content` is base64 and `title` is required).
+    #[serde(rename = "type", default)]
+    #[schemars(extend("default" = "text/markdown"))]
+    pub section_type: Option<String>,
+    /// Section title (heading), at most 1,024 characters. Required for `image/*` types. For
+    /// markdown without a title, a first line `# Heading` is taken as the title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Optional summary of the section, at most 4,096 characters; searchable.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Add the section to this document (created when missing), e.g. `decisions/storage`. At
+    /// most 256 bytes; `/` separates folders; no leading `/`, `..`, backslashes or control
+    /// characters. If the same content already exists, it is attached to this document instead
+    /// of being duplicated.
+    #[serde(default)]
+    pub docid: Option<String>,
+    /// Tags for scoping and filtering (search `tags`); at most 64, each at most 128 characters.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Supersede the section(s) with the same source key: the new section takes the old one's
+    /// place in its documents and the old one is removed. The source key is `source` when
+    /// given, else `docid#title` (`#title` without a docid).
+    #[serde(default)]
+    pub replace: bool,
+    /// Explicit source key for `replace` (kbdb extension), e.g. a file path or URL the content
+    /// came from; at most 1,024 characters. Defaults to `docid#title`.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+impl From<LearnParams> for crate::LearnRequest {
+    fn from(p: LearnParams) -> Self {
+        crate::LearnRequest {
+            content: p.content,
+            section_type: p.section_type,
+            title: p.title,
+            description: p.description,
+            docid: p.docid,
+            tags: p.tags.unwrap_or_default(),
+            replace: p.replace,
+            source: p.source,
+        }
+    }
+}
+
+/// `unlearn`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnlearnParams {
+    /// The section to remove: a 26-character kbid, as returned by search, recall or learn.
+    pub kbid: String,
+}
+
+/// `retrieve`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetrieveParams {
+    /// Section to fetch: a 26-character kbid, as returned by search, recall or learn.
+    pub kbid: Option<String>,
+    /// Document whose record to fetch.
+    pub docid: Option<String>,
+}
+
+/// `recall`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallParams {
+    /// One section: a 26-character kbid, as returned by search, recall or learn. The result is
+    /// a single object (an array when `kbids` is also given; `kbid` is then appended).
+    pub kbid: Option<String>,
+    /// Several sections; the result is an array in this order (repeats dropped).
+    pub kbids: Option<Vec<String>>,
+    /// Context to add, 0-3: 0 the sections only (default); 1 + documents and back-references;
+    /// 2 + forward references and siblings' text; 3 + referenced sections' text. Values above 3
+    /// are treated as 3.
+    #[schemars(range(min = 0), extend("default" = 0))]
+    pub depth: Option<i64>,
+    /// Budget, in characters of compact JSON, for the context added by `depth` (kbdb
+    /// extension). Context is added in a fixed order and stops at the first piece that does not
+    /// fit. Omit for no limit.
+    #[schemars(range(min = 0))]
+    pub max_chars: Option<i64>,
+}
+
+/// `content`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdsParams {
+    /// kbids and/or docids, in the order to render them.
+    #[schemars(length(min = 1))]
+    pub ids: Vec<String>,
+}
+
+/// `export`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportParams {
+    /// Destination folder (default `./kbdb-export/`). A relative path is taken from the folder
+    /// that holds the database folder; a destination outside that folder is refused, as is a
+    /// symbolic link or the database folder itself.
+    #[serde(default)]
+    #[schemars(extend("default" = "./kbdb-export/"))]
+    pub path: Option<PathBuf>,
+    /// Also write `indexes/` (the index files other programs can read; derived data) (kbdb
+    /// extension).
+    #[serde(default)]
+    pub with_indexes: bool,
+    /// Replace the destination when it is an earlier kbdb export (recognised by its
+    /// catalog.toml); any other non-empty folder is refused (kbdb extension).
+    #[serde(default)]
+    pub force: bool,
+    /// The folder the destination must be inside (set by the MCP server, not a tool argument).
+    #[serde(default)]
+    #[schemars(skip)]
+    pub confine_to: Option<PathBuf>,
+}
+
+// ---- skills and agents -------------------------------------------------------------------
+
+/// `skill-learn`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillLearnParams {
+    /// Skill name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
+    /// `summarize-document`; it is also the prompt name.
+    pub name: String,
+    /// What the skill does; shown in prompt lists.
+    pub description: String,
+    /// Template arguments, in order. Optional: placeholders of `body` not listed here are added
+    /// as required arguments.
+    #[serde(default)]
+    pub arguments: Option<Vec<SkillArgumentParams>>,
+    /// Template text with `{{argName}}` placeholders; must not be empty. Omit it only when your
+    /// client supports sampling: kbdb then asks your model to draft the body from the
+    /// description.
+    pub body: Option<String>,
+}
+
+// One template argument of `skill-learn` (no doc comment: it would become a description).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillArgumentParams {
+    /// Placeholder name as written in `{{...}}`.
+    pub name: String,
+    /// What to pass for it.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether rendering the prompt needs a value.
+    #[serde(default)]
+    pub required: bool,
+}
+
+impl TryFrom<SkillLearnParams> for crate::skills::SkillInput {
+    type Error = String;
+
+    /// The body is optional for the tool (sampling drafts it) but required by the engine.
+    fn try_from(p: SkillLearnParams) -> Result<Self, String> {
+        Ok(crate::skills::SkillInput {
+            name: p.name,
+            description: p.description,
+            arguments: p.arguments.map(|args| {
+                args.into_iter()
+                    .map(|a| crate::skills::SkillArgument {
+                        name: a.name,
+                        description: a.description,
+                        required: a.required,
+                    })
+                    .collect()
+            }),
+            body: p.body.ok_or("missing field `body`")?,
+        })
+    }
+}
+
+/// `skill-get`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillGetParams {
+    /// Skill name to look up.
+    pub name: Option<String>,
+    /// Skill kbid to look up.
+    pub kbid: Option<String>,
+}
+
+/// `skill-delete`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkillDeleteParams {
+    /// Kbid of the skill to remove (see `skill-list`).
+    pub kbid: String,
+}
+
+/// `agent-create`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreateParams {
+    /// Agent name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
+    /// `code-reviewer`.
+    pub name: String,
+    /// What the agent does; shown in prompt lists.
+    pub description: String,
+    /// System prompt text for the agent.
+    pub persona: String,
+    /// Skill kbids, in the order the agent lists them.
+    pub skills: Vec<String>,
+}
+
+impl From<AgentCreateParams> for crate::skills::AgentInput {
+    fn from(p: AgentCreateParams) -> Self {
+        crate::skills::AgentInput {
+            name: p.name,
+            description: p.description,
+            persona: p.persona,
+            skills: p.skills,
+        }
+    }
+}
+
+/// `agent-get`, `agent-delete`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentParams {
+    /// Agent document ID, `agent-<name>` (see `agent-list`).
+    #[serde(alias = "pathId")]
+    pub docid: String,
+}
+
+// ---- collections -------------------------------------------------------------------------
+
+/// `get_model_info`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelParams {
+    /// Model name, e.g. `Story`.
+    pub model: String,
+}
+
+/// `list_documents`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDocumentsParams {
+    /// Only documents of this model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Only path IDs starting with this, e.g. `stories/`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+}
+
+/// `query`: described here, parsed by the engine's query parser (which takes `limit`, `offset`
+/// and `sort` more loosely than this schema says, and names the field in its errors).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueryParams {
+    /// Model name (e.g. 'Epic', 'Story').
+    pub model: Option<String>,
+    /// Filter conditions (AND): an object `{"meta.status": "ready", "points": {"$gte": 3}}` or
+    /// an array of `{path, operator, value}`. Paths: `id`, `title`, `model`, `meta.a.b`; a bare
+    /// name means `meta.<name>`.
+    #[serde(rename = "where", default)]
+    #[schemars(schema_with = "query_where")]
+    pub where_: Option<Value>,
+    /// `meta.points` or `-meta.points` (descending), or an array of them.
+    #[serde(default)]
+    #[schemars(schema_with = "string_or_strings")]
+    pub sort: Option<Value>,
+    /// Most results (default 100 for fetchAll).
+    pub limit: Option<u64>,
+    /// Results to skip.
+    pub offset: Option<u64>,
+    /// fetchAll (a page of results; 100 unless `limit` says), first, last, or count.
+    #[schemars(extend("enum" = ["fetchAll", "first", "last", "count"], "default" = "fetchAll"))]
+    pub method: Option<String>,
+    /// Which optional fields to include in results.
+    pub select: Option<QuerySelect>,
+}
+
+/// `select` of `query`.
+#[derive(Deserialize, JsonSchema)]
+pub struct QuerySelect {
+    /// Headings whose text to include.
+    pub sections: Option<Vec<String>>,
+    /// Relationships whose documents to include.
+    pub related: Option<Vec<String>>,
+}
+
+fn query_where(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"anyOf": [
+        {"type": "object"},
+        {"type": "array", "items": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "operator": {"type": "string"},
+                "value": {}
+            },
+            "required": ["path"]
+        }}
+    ]})
+}
+
+fn string_or_strings(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"anyOf": [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "string"}}
+    ]})
+}
+
+/// `search_content`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchContentParams {
+    /// Text or regex pattern to search for.
+    pub pattern: String,
+    /// Optional: limit to a specific model type.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// `text_search`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TextSearchParams {
+    /// Text or regex pattern to search for.
+    pub pattern: String,
+    /// Return line-level matches instead of just path IDs.
+    #[serde(default)]
+    pub expanded: bool,
+    /// Glob over path IDs (e.g. 'stories/*').
+    #[serde(default)]
+    pub include: Option<String>,
+    /// Glob over path IDs to leave out.
+    #[serde(default)]
+    pub exclude: Option<String>,
+    /// Case insensitive search.
+    #[serde(default)]
+    pub ignore_case: bool,
+    /// Limit number of results (at most 1000).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_results: Option<usize>,
+}
+
+impl From<TextSearchParams> for crate::collections::engine::TextSearch {
+    fn from(p: TextSearchParams) -> Self {
+        crate::collections::engine::TextSearch {
+            pattern: p.pattern,
+            expanded: p.expanded,
+            include: p.include,
+            exclude: p.exclude,
+            ignore_case: p.ignore_case,
+            max_results: p.max_results,
+        }
+    }
+}
+
+/// `validate`: `target`, or `pathId` (or `docid`) for one document; giving two is refused as
+/// before (they were one field with aliases).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateParams {
+    /// A pathId ('stories/login'), a model name ('Story'), or 'all' (default).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Same as target, for one document.
+    #[serde(default, rename = "pathId", alias = "docid")]
+    pub path_id: Option<String>,
+}
+
+impl ValidateParams {
+    pub fn target(self) -> Result<Option<String>, String> {
+        match (self.target, self.path_id) {
+            (Some(_), Some(_)) => Err("duplicate field `target`".into()),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+}
+
+/// `create_document`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDocumentParams {
+    /// Model name.
+    pub model: String,
+    /// Document title.
+    pub title: String,
+    /// Frontmatter values (merged over defaults).
+    #[serde(default)]
+    #[schemars(schema_with = "any_object")]
+    pub meta: Option<Map<String, Value>>,
+    /// Optional: full markdown body (overrides scaffolding).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Optional: the path ID (default: the model's folder and the title's slug).
+    #[serde(default, rename = "pathId", alias = "docid")]
+    pub docid: Option<String>,
+}
+
+impl From<CreateDocumentParams> for crate::collections::engine::CreateDocument {
+    fn from(p: CreateDocumentParams) -> Self {
+        crate::collections::engine::CreateDocument {
+            model: p.model,
+            title: p.title,
+            meta: p.meta.unwrap_or_default(),
+            content: p.content,
+            docid: p.docid,
+        }
+    }
+}
+
+/// `update_document`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateDocumentParams {
+    /// The document's id (kbdb docid), e.g. `stories/login`.
+    #[serde(rename = "pathId", alias = "docid")]
+    pub docid: String,
+    /// Fields to merge into frontmatter.
+    #[serde(default)]
+    #[schemars(schema_with = "any_object")]
+    pub meta: Option<Map<String, Value>>,
+    /// Replace the entire markdown body.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// A new title.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// `update_section`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateSectionParams {
+    /// The document's id (kbdb docid), e.g. `stories/login`.
+    #[serde(rename = "pathId", alias = "docid")]
+    pub docid: String,
+    /// Section heading text.
+    pub heading: String,
+    /// replace the section's body, append to it, remove the section, or insert a new block
+    /// before or after it.
+    #[schemars(extend("enum" = ["replace", "append", "remove", "insert_before", "insert_after"]))]
+    pub action: String,
+    /// Markdown content (required for all but remove).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Which of several sections with this heading (1-based).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub occurrence: Option<usize>,
+}
+
+/// `delete_document`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteDocumentParams {
+    /// The document's id (kbdb docid), e.g. `stories/login`.
+    #[serde(rename = "pathId", alias = "docid")]
+    pub docid: String,
+}
+
+// ---- methods without a tool --------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirParam {
+    pub dir: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocidParam {
+    #[serde(alias = "pathId")]
+    pub docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnManyParams {
+    pub requests: Vec<crate::LearnRequest>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnDocumentParams {
+    pub docid: String,
+    pub markdown: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    /// Tags for every section of the document.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynonymsParams {
+    pub term: String,
+    #[serde(default)]
+    pub synonyms: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportParams {
+    pub path: PathBuf,
+    #[serde(default)]
+    pub strict: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsLoadParams {
+    pub toml: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelInstanceParams {
+    pub model: String,
+    #[serde(alias = "pathId")]
+    pub docid: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SectionByHeadingParams {
+    #[serde(alias = "pathId")]
+    pub docid: String,
+    pub heading: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreatePromptParams {
+    pub model: String,
+    pub title: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KbidsParam {
+    pub kbids: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrefixParams {
+    pub prefix: String,
+    pub limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeqParam {
+    pub seq: u64,
+}
