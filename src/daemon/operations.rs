@@ -25,7 +25,7 @@ pub type CallFn = fn(&Kb, Value, Progress<'_>) -> CallResult;
 /// Turns a grouped write's parameters into the write operations the writer commits.
 pub type WriteFn = fn(&Kb, Value) -> Result<Vec<WriteOp>, CallError>;
 /// Runs a folder sync, committing its batches through the writer given.
-pub type SyncFn = fn(&Kb, Value, Progress<'_>, crate::sync::engine::Writer<'_>) -> CallResult;
+pub type SyncFn = fn(&Kb, Value, Progress<'_>, crate::writes::Writer<'_>) -> CallResult;
 
 /// How an operation runs, and what that means for its callers.
 #[derive(Clone, Copy)]
@@ -700,7 +700,7 @@ pub static OPERATIONS: &[Operation] = &[
         method: "create_document",
         kind: Kind::Write(
             |kb, p| {
-                let input: crate::collections::engine::CreateDocument =
+                let input: crate::collections::state::CreateDocument =
                     params::<CreateDocumentParams>(p)?.into();
                 Ok(vec![kb.create_document_op(&input)?])
             },

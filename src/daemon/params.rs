@@ -655,9 +655,9 @@ pub struct TextSearchParams {
     pub max_results: Option<usize>,
 }
 
-impl From<TextSearchParams> for crate::collections::engine::TextSearch {
+impl From<TextSearchParams> for crate::collections::state::TextSearch {
     fn from(p: TextSearchParams) -> Self {
-        crate::collections::engine::TextSearch {
+        crate::collections::state::TextSearch {
             pattern: p.pattern,
             expanded: p.expanded,
             include: p.include,
@@ -710,9 +710,9 @@ pub struct CreateDocumentParams {
     pub docid: Option<String>,
 }
 
-impl From<CreateDocumentParams> for crate::collections::engine::CreateDocument {
+impl From<CreateDocumentParams> for crate::collections::state::CreateDocument {
     fn from(p: CreateDocumentParams) -> Self {
-        crate::collections::engine::CreateDocument {
+        crate::collections::state::CreateDocument {
             model: p.model,
             title: p.title,
             meta: p.meta.unwrap_or_default(),
