@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::edit::{DocEdit, EditResult};
 use super::index::{DocEntry, DocIndex};
-use super::model::{self, DocInput, DocSection, ModelSet, Validation};
 use super::query::{self, QueryOutcome, QuerySpec};
+use super::schema::{self as model, DocInput, DocSection, ModelSet, Validation};
 use crate::Kb;
 use crate::error::{KbError, Result};
 use crate::model::records::{ChangeKind, DocumentRecord, SectionRecord, decode};

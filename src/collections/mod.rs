@@ -6,5 +6,5 @@
 pub mod edit;
 pub mod engine;
 pub mod index;
-pub mod model;
 pub mod query;
+pub mod schema;

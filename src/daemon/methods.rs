@@ -420,7 +420,7 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
         "toc" => Ok(Value::String(kb.toc()?)),
         "models_summary" => Ok(Value::String(kb.models_summary()?)),
         "primer" => Ok(Value::String(kb.primer()?)),
-        "query_guide" => Ok(Value::String(crate::collections::model::query_guide(
+        "query_guide" => Ok(Value::String(crate::collections::schema::query_guide(
             kb.models()?.as_ref(),
         ))),
         "create_prompt" => {
@@ -429,7 +429,7 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             let m = models
                 .get(&p.model)
                 .ok_or_else(|| KbError::NotFound(format!("no model {:?}", p.model)))?;
-            Ok(Value::String(crate::collections::model::create_prompt(
+            Ok(Value::String(crate::collections::schema::create_prompt(
                 m, &p.title,
             )))
         }
