@@ -7,8 +7,8 @@ use redb::ReadableDatabase;
 use serde_json::{Map, Value, json};
 
 use super::edit::{DocEdit, EditResult};
+use super::filter::{self as query, QueryOutcome, QuerySpec};
 use super::index::{DocEntry, DocIndex};
-use super::query::{self, QueryOutcome, QuerySpec};
 use super::schema::{self as model, DocInput, DocSection, ModelSet, Validation};
 use crate::Kb;
 use crate::error::{KbError, Result};

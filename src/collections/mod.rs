@@ -5,6 +5,6 @@
 
 pub mod edit;
 pub mod engine;
+pub mod filter;
 pub mod index;
-pub mod query;
 pub mod schema;
