@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::BASE_MODEL;
+use crate::text::values::{json_to_toml, toml_to_json};
+
 use super::definitions::{
     FieldDef, FieldType, ModelDef, ModelError, ModelSet, RelKind, RelationshipDef, SectionDef,
 };
@@ -92,8 +93,14 @@ impl ModelSet {
                 if !f.values.is_empty() {
                     kv(&mut out, "values", &tlist(&f.values));
                 }
-                if let Some(d) = &f.default {
-                    kv(&mut out, "default", &json_to_toml(d).to_string());
+                // Defaults come from TOML, so they always convert; one that does not (built
+                // in code with a null or an integer beyond i64) is left out, never replaced.
+                if let Some(d) = f
+                    .default
+                    .as_ref()
+                    .and_then(|d| json_to_toml(d, 1, "default").ok())
+                {
+                    kv(&mut out, "default", &d.to_string());
                 }
                 if f.required {
                     kv(&mut out, "required", "true");
@@ -511,7 +518,10 @@ fn build_field(name: &str, rf: &RawField) -> Result<FieldDef, (String, String)> 
         description: rf.description.clone(),
     };
     if let Some(d) = &rf.default {
-        let value = toml_to_json(d).map_err(|m| (key("default"), m))?;
+        let value = toml_to_json(d.clone(), 1, "default").map_err(|e| {
+            let rest = e.path().strip_prefix("default").unwrap_or_default();
+            (format!("{}{rest}", key("default")), e.to_string())
+        })?;
         let mut issues = Vec::new();
         check_field_value(&field, &value, "default", &mut issues);
         if let Some(i) = issues.into_iter().next() {
@@ -530,45 +540,6 @@ fn valid_model_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-fn toml_to_json(v: &toml::Value) -> Result<Value, String> {
-    Ok(match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => Value::from(*i),
-        toml::Value::Float(f) => serde_json::Number::from_f64(*f)
-            .map(Value::Number)
-            .ok_or_else(|| format!("{f} is not a finite number"))?,
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => {
-            Value::Array(a.iter().map(toml_to_json).collect::<Result<_, _>>()?)
-        }
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| Ok((k.clone(), toml_to_json(v)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-    })
-}
-
-fn json_to_toml(v: &Value) -> toml::Value {
-    match v {
-        // TOML has no null; defaults never hold one (no field type accepts it).
-        Value::Null => toml::Value::String(String::new()),
-        Value::Bool(b) => toml::Value::Boolean(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => toml::Value::Integer(i),
-            None => toml::Value::Float(n.as_f64().unwrap_or_default()),
-        },
-        Value::String(s) => toml::Value::String(s.clone()),
-        Value::Array(a) => toml::Value::Array(a.iter().map(json_to_toml).collect()),
-        Value::Object(o) => toml::Value::Table(
-            o.iter()
-                .map(|(k, v)| (k.clone(), json_to_toml(v)))
-                .collect(),
-        ),
-    }
 }
 
 fn kv(out: &mut String, key: &str, value: &str) {

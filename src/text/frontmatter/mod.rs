@@ -6,10 +6,9 @@
 //! line, and CRLF line ends, are tolerated. Front matter is at most [`MAX_BYTES`] long and
 //! nests at most [`MAX_DEPTH`] levels (the top-level mapping is level 1).
 //!
-//! One file per concern: `parse` (reading), `render` (writing anew), `rewrite` (editing the
-//! lines of the keys that changed) and `convert` (JSON <-> YAML/TOML values).
+//! One file per concern: `parse` (reading), `render` (writing anew) and `rewrite` (editing the
+//! lines of the keys that changed); values are converted by [`crate::text::values`].
 
-mod convert;
 mod parse;
 mod render;
 mod rewrite;
@@ -22,10 +21,12 @@ pub use rewrite::rewrite;
 
 use serde_json::{Map, Value};
 
+use crate::text::values::{self, ValueError};
+
 /// The largest front matter accepted (the text between the fences), in bytes: 64 KiB.
 pub const MAX_BYTES: usize = 64 * 1024;
 /// The deepest nesting accepted; the top-level mapping is level 1.
-pub const MAX_DEPTH: usize = 32;
+pub const MAX_DEPTH: usize = values::MAX_DEPTH;
 
 /// The syntax of a front matter block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -129,5 +130,21 @@ fn under(parent: &str) -> String {
         "at the top level".to_string()
     } else {
         format!("under `{parent}`")
+    }
+}
+
+impl From<ValueError> for FrontMatterError {
+    fn from(e: ValueError) -> Self {
+        match e {
+            ValueError::TooDeep { path } => FrontMatterError::TooDeep { path: Some(path) },
+            ValueError::NonStringKey { parent, key } => {
+                FrontMatterError::NonStringKey { parent, key }
+            }
+            ValueError::NonFiniteNumber { path } => FrontMatterError::NonFiniteNumber { path },
+            ValueError::NullInToml { path } => FrontMatterError::NullInToml { path },
+            ValueError::IntegerOutOfRange { path, value } => {
+                FrontMatterError::IntegerOutOfRange { path, value }
+            }
+        }
     }
 }

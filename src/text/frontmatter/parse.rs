@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::convert::{toml_to_json, yaml_to_json};
 use super::{FrontMatter, FrontMatterError, MAX_BYTES, MAX_DEPTH, Syntax};
+use crate::text::values::{toml_to_json, yaml_to_json};
 
 /// The fence a line is, if any: `---` or `+++` with optional trailing spaces/tabs/CR.
 pub(super) fn fence_of(line: &str) -> Option<Syntax> {

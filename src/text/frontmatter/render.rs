@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::convert::{json_to_toml, json_to_yaml};
 use super::parse::{ordered_keys, split};
 use super::{FrontMatterError, Syntax};
+use crate::text::values::{json_to_toml, json_to_yaml};
 
 /// Write front matter: the block with its fences and a trailing newline. The top-level keys
 /// come in `key_order` (the keys still present), then the remaining keys in the map's order.

@@ -2,12 +2,12 @@
 
 use serde_json::{Map, Value};
 
-use super::convert::{json_to_toml, json_to_yaml};
 use super::parse::{fence_of, parse_toml, parse_yaml, split};
 use super::render::{
     render, toml_inline, toml_key, yaml_entry, yaml_flow, yaml_key, yaml_printable, yaml_quoted,
 };
 use super::{FrontMatter, FrontMatterError, Syntax};
+use crate::text::values::{json_to_toml, json_to_yaml};
 
 /// The front matter block `block` (fences included, as written, LF or CRLF line ends; it read
 /// as `old`) rewritten for the metadata `meta`, touching only the lines of the keys that
