@@ -1083,3 +1083,17 @@ fn query_guide_text() {
         "{bare}"
     );
 }
+
+#[test]
+fn to_toml_leaves_out_a_default_toml_cannot_hold() {
+    let mut set = ModelSet::from_toml(
+        "[[model]]\nname = \"X\"\n[model.fields.n]\ntype = \"number\"\ndefault = 1\n",
+    )
+    .unwrap();
+    // Only code can put a null here (TOML has none); it is left out, not written as "".
+    set.models[0].fields[0].default = Some(Value::Null);
+    let text = set.to_toml();
+    assert!(!text.contains("default"), "{text}");
+    let back = ModelSet::from_toml(&text).unwrap();
+    assert_eq!(back.models()[0].fields[0].default, None);
+}

@@ -75,15 +75,9 @@ impl ModelSet {
             }
             out.push_str("[[model]]\n");
             kv(&mut out, "name", &tstr(&m.name));
-            if let Some(d) = &m.description {
-                kv(&mut out, "description", &tstr(d));
-            }
-            if let Some(p) = &m.prefix {
-                kv(&mut out, "prefix", &tstr(p));
-            }
-            if let Some(p) = &m.pattern {
-                kv(&mut out, "pattern", &tstr(p));
-            }
+            kv_opt(&mut out, "description", m.description.as_deref());
+            kv_opt(&mut out, "prefix", m.prefix.as_deref());
+            kv_opt(&mut out, "pattern", m.pattern.as_deref());
             for f in &m.fields {
                 let _ = writeln!(out, "\n[model.fields.{}]", toml_key(&f.name));
                 kv(&mut out, "type", &tstr(f.field_type.as_str()));
@@ -105,9 +99,7 @@ impl ModelSet {
                 if f.required {
                     kv(&mut out, "required", "true");
                 }
-                if let Some(d) = &f.description {
-                    kv(&mut out, "description", &tstr(d));
-                }
+                kv_opt(&mut out, "description", f.description.as_deref());
             }
             for s in &m.sections {
                 out.push_str("\n[[model.sections]]\n");
@@ -118,23 +110,15 @@ impl ModelSet {
                 if s.required {
                     kv(&mut out, "required", "true");
                 }
-                if let Some(d) = &s.description {
-                    kv(&mut out, "description", &tstr(d));
-                }
+                kv_opt(&mut out, "description", s.description.as_deref());
             }
             for r in &m.relationships {
                 let _ = writeln!(out, "\n[model.relationships.{}]", toml_key(&r.name));
                 kv(&mut out, "type", &tstr(r.kind.as_str()));
                 kv(&mut out, "model", &tstr(&r.model));
-                if let Some(f) = &r.field {
-                    kv(&mut out, "field", &tstr(f));
-                }
-                if let Some(h) = &r.heading {
-                    kv(&mut out, "heading", &tstr(h));
-                }
-                if let Some(d) = &r.description {
-                    kv(&mut out, "description", &tstr(d));
-                }
+                kv_opt(&mut out, "field", r.field.as_deref());
+                kv_opt(&mut out, "heading", r.heading.as_deref());
+                kv_opt(&mut out, "description", r.description.as_deref());
             }
         }
         out
@@ -544,6 +528,13 @@ fn valid_model_name(name: &str) -> bool {
 
 fn kv(out: &mut String, key: &str, value: &str) {
     let _ = writeln!(out, "{key} = {value}");
+}
+
+/// `key = "value"` when there is a value.
+fn kv_opt(out: &mut String, key: &str, value: Option<&str>) {
+    if let Some(v) = value {
+        kv(out, key, &tstr(v));
+    }
 }
 
 fn tstr(s: &str) -> String {
