@@ -1177,3 +1177,36 @@ fn an_untitled_document_is_composed_with_one_h1() {
         "# notes/sub\n\n## Only a sub"
     );
 }
+
+/// A model's default goes through the same value conversion as front matter: a NaN and a
+/// nesting deeper than 32 levels are refused with the path of the value and the rule.
+#[test]
+fn model_defaults_follow_the_shared_value_rules() {
+    let db = collection();
+    let bad = db.tmp.path().join("nan.toml");
+    std::fs::write(
+        &bad,
+        "[[model]]\nname = \"X\"\n[model.fields.n]\ntype = \"number\"\ndefault = nan\n",
+    )
+    .unwrap();
+    let e = fails(&db, &["models", "load", bad.to_str().unwrap()]);
+    assert!(e.contains("fields.n.default"), "{e}");
+    assert!(
+        e.contains("not a finite number (NaN and infinity are not supported)"),
+        "{e}"
+    );
+    let deep = format!("{}1{}", "[".repeat(34), "]".repeat(34));
+    std::fs::write(
+        &bad,
+        format!("[[model]]\nname = \"X\"\n[model.fields.l]\ntype = \"array\"\ndefault = {deep}\n"),
+    )
+    .unwrap();
+    let e = fails(&db, &["models", "load", bad.to_str().unwrap()]);
+    assert!(e.contains("nested more than 32 levels deep"), "{e}");
+    assert!(e.contains("fields.l.default[0]"), "{e}");
+    // Nothing changed: the old models still answer.
+    assert_eq!(
+        db.json(&["query", "--model", "Story", "--method", "count"])["count"],
+        3
+    );
+}

@@ -934,7 +934,7 @@ pub fn vectors_idx(data: &[u8]) {
 /// of the seeded knowledge base in two modes) and, when it is JSON, as a collections query
 /// (`QuerySpec::from_json`, run over views, and the knowledge base's `query`).
 pub fn query_parser(data: &[u8]) {
-    use kbdb::collections::query::{QuerySpec, run};
+    use kbdb::collections::filter::{QuerySpec, run};
     use kbdb::search::query::{MAX_QUERY_PARTS, parse};
 
     let text = String::from_utf8_lossy(data);

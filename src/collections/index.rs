@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use redb::{Database, ReadableDatabase, ReadableTable};
 use serde_json::{Map, Value};
 
-use super::query::Doc;
+use super::filter::Doc;
 use crate::error::Result;
 use crate::model::records::{ChangeKind, ChangeRecord, DocumentRecord, decode};
 use crate::store::tables::{CHANGES, DOCUMENTS};
@@ -257,7 +257,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::collections::query::{self, QuerySpec};
+    use crate::collections::filter::{self as query, QuerySpec};
 
     /// An index of `docs` (docid, title, model, meta) and the same documents as JSON views.
     fn index(docs: &[(&str, Option<&str>, &str, Value)]) -> (DocIndex, Vec<Value>) {

@@ -4,7 +4,7 @@
 //! model; section edits change one section of a document. See docs/collections.md.
 
 pub mod edit;
+pub mod filter;
 pub mod index;
-pub mod model;
-pub mod query;
+pub mod schema;
 pub mod state;

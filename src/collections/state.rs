@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::{Map, Value};
 
 use super::index::DocIndex;
-use super::model::{DocInput, DocSection, ModelSet};
+use super::schema::{DocInput, DocSection, ModelSet};
 use crate::error::{KbError, Result};
 use crate::model::records::DocumentRecord;
 

@@ -990,7 +990,7 @@ pub static OPERATIONS: &[Operation] = &[
     Operation {
         method: "query_guide",
         kind: Kind::Read(|kb, _, _| {
-            text(crate::collections::model::query_guide(
+            text(crate::collections::schema::query_guide(
                 kb.models()?.as_ref(),
             ))
         }),
@@ -1005,7 +1005,7 @@ pub static OPERATIONS: &[Operation] = &[
             let m = models
                 .get(&p.model)
                 .ok_or_else(|| KbError::NotFound(format!("no model {:?}", p.model)))?;
-            text(crate::collections::model::create_prompt(m, &p.title))
+            text(crate::collections::schema::create_prompt(m, &p.title))
         }),
         long: false,
         tool: None,

@@ -3,9 +3,9 @@
 
 use super::Kb;
 use crate::collections::edit::{DocEdit, EditResult};
+use crate::collections::filter::{self as query, QueryOutcome, QuerySpec};
 use crate::collections::index::{DocEntry, DocIndex};
-use crate::collections::model::{self, ModelSet, Validation};
-use crate::collections::query::{self, QueryOutcome, QuerySpec};
+use crate::collections::schema::{self as model, ModelSet, Validation};
 use crate::collections::state::*;
 use crate::error::{KbError, Result};
 use crate::model::records::{DocumentRecord, SectionRecord, decode};

@@ -320,7 +320,7 @@ pub fn read_layout(
         match read_bounded(&models_path, MAX_LIST_BYTES) {
             Ok(b) => {
                 let text = String::from_utf8_lossy(&b).into_owned();
-                match crate::collections::model::ModelSet::from_toml(&text) {
+                match crate::collections::schema::ModelSet::from_toml(&text) {
                     Ok(_) => models = Some(text),
                     Err(e) => r.problem(&models_path, e.to_string())?,
                 }

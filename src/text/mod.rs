@@ -6,6 +6,7 @@ pub mod markers;
 pub mod preprocess;
 pub mod section_edit;
 pub mod shingles;
+pub mod values;
 
 pub use preprocess::preprocess;
 
