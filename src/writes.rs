@@ -69,6 +69,8 @@ pub(crate) enum PreparedOp {
         docid: String,
         edit: crate::collections::edit::DocEdit,
         limits: Limits,
+        /// A synced document's file, read before the transaction.
+        pre_read: Option<Box<crate::sync::writeback::PreRead>>,
     },
     Sync(crate::sync::engine::PreparedSync),
 }
@@ -189,7 +191,8 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<Wr
             docid,
             edit,
             limits,
-        } => crate::collections::edit::apply(t, docid, edit, &limits),
+            pre_read,
+        } => crate::collections::edit::apply(t, docid, edit, &limits, pre_read.map(|p| *p)),
         PreparedOp::Sync(p) => crate::sync::engine::apply(t, p),
         other => apply_prepared(t, other).map(Ok),
     }

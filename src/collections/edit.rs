@@ -168,8 +168,9 @@ pub(crate) fn apply(
     docid: String,
     edit: DocEdit,
     limits: &Limits,
+    pre_read: Option<crate::sync::writeback::PreRead>,
 ) -> Result<Result<WriteOutcome>> {
-    if let Some(r) = crate::sync::writeback::apply_edit(t, &docid, &edit, limits)? {
+    if let Some(r) = crate::sync::writeback::apply_edit(t, &docid, &edit, limits, pre_read)? {
         return Ok(r);
     }
     let action = edit.name().to_string();
@@ -320,5 +321,25 @@ pub(crate) fn prepare(docid: String, edit: DocEdit, limits: &Limits) -> Result<P
         docid,
         edit,
         limits: limits.clone(),
+        pre_read: None,
     })
+}
+
+/// The step of preparing an edit that reads the store, outside the transaction: the file of a
+/// synced document is read and hashed now, on the caller's thread, so the writer only compares
+/// its identity (src/sync/writeback.rs). `db` is asked for only for an edit.
+pub(crate) fn pre_read(
+    op: &mut PreparedOp,
+    db: impl FnOnce() -> Result<std::sync::Arc<redb::Database>>,
+) {
+    if let PreparedOp::Edit {
+        docid,
+        edit,
+        limits,
+        pre_read,
+    } = op
+        && let Ok(db) = db()
+    {
+        *pre_read = crate::sync::writeback::pre_read(&db, docid, edit, limits).map(Box::new);
+    }
 }
