@@ -1588,3 +1588,48 @@ fn check_reports_damaged_redb_pages_instead_of_panicking() {
     }
     assert!(reported_by_check > 0, "no damage reached check: {leaves:?}");
 }
+
+/// Every place `needle` is in `bytes`.
+fn positions(bytes: &[u8], needle: &[u8]) -> Vec<usize> {
+    bytes
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn check_reports_a_section_record_changed_in_place() {
+    // One byte of a record's title or type changed in kbdb.redb: the record still decodes and
+    // its content still hashes to its kbid, but exports, searches and recall show the damage.
+    // The lexical index, written from the record, is the other copy `check` compares with.
+    let db = TestDb::new();
+    let titled = db.learn(&["plain words here", "--title", "Zebraheading"]);
+    let typed = db.learn(&["other plain words", "--type", "text/x-zebratype"]);
+    db.learn(&["a third section"]);
+    db.assert_checks_clean("before the damage");
+    db.stop_daemon();
+    let path = db.dir.join("kbdb.redb");
+    let mut bytes = std::fs::read(&path).unwrap();
+    for (needle, at) in [(&b"Zebraheading"[..], 5), (&b"text/x-zebratype"[..], 9)] {
+        let found = positions(&bytes, needle);
+        assert!(!found.is_empty(), "{:?} not in the file", needle);
+        for p in found {
+            bytes[p + at] = b'Q';
+        }
+    }
+    std::fs::write(&path, bytes).unwrap();
+    let (code, v) = run_json(&db, &["check"]);
+    assert_eq!(code, 7, "{v}");
+    let finding = |kbid: &Value, what: &str| {
+        v["errors"].as_array().unwrap().iter().any(|e| {
+            e["type"] == "record_mismatch"
+                && e["entity"] == *kbid
+                && e["detail"].as_str().unwrap().contains(what)
+        })
+    };
+    assert!(finding(&titled["kbid"], "title \"ZebraQeading\""), "{v}");
+    assert!(finding(&typed["kbid"], "type \"text/x-zeQratype\""), "{v}");
+    assert_eq!(v["errors"].as_array().unwrap().len(), 2, "{v}");
+}

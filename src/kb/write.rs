@@ -84,6 +84,7 @@ impl Kb {
         if let writes::PreparedOp::Learn(p) = &mut op {
             self.scan_near_duplicates(p);
         }
+        writes::pre_read(&mut op, || self.db());
         Ok(PreparedWrite(op))
     }
 

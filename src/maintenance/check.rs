@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
 
 use crate::error::Result;
 use crate::model::kbid;
@@ -10,7 +10,7 @@ use crate::model::records::{DocumentRecord, SectionRecord, decode};
 use crate::model::section_type::{TypeKind, parse_type};
 use crate::model::{CheckFinding, CheckResult};
 use crate::references;
-use crate::store::tables::DOC_SECTIONS;
+use crate::store::tables::{DOC_SECTIONS, TAGS};
 use crate::store::txn::ReadTables;
 use crate::text::markers::Target;
 
@@ -135,6 +135,9 @@ pub(crate) struct IndexView {
     pub stored: Vec<(u64, std::result::Result<String, String>)>,
     /// Why the keys themselves could not be read.
     pub unreadable: Option<String>,
+    /// What the index holds of each section besides its kbid (by `kbid_key`), or why it could
+    /// not be read.
+    pub fields: std::result::Result<HashMap<u64, IndexedFields>, String>,
 }
 
 impl IndexView {
@@ -145,10 +148,12 @@ impl IndexView {
             Err(panic) => return IndexView::unreadable(panic),
         };
         let stored = guarded(|| sample_stored(lex)).unwrap_or_else(|panic| vec![(0, Err(panic))]);
+        let fields = guarded(|| indexed_fields(lex)).and_then(|r| r);
         IndexView {
             keys,
             stored,
             unreadable: None,
+            fields,
         }
     }
 
@@ -156,9 +161,166 @@ impl IndexView {
         IndexView {
             keys: Vec::new(),
             stored: Vec::new(),
-            unreadable: Some(why),
+            unreadable: Some(why.clone()),
+            fields: Err(why),
         }
     }
+}
+
+/// What the lexical index holds of one section's record: the terms of each field it indexes
+/// from the record folded into one hash, and the creation time. (Its documents are left out:
+/// the memberships are checked against the manifests, and a store changed by other means can
+/// leave the index's copy behind, which is no damage.) The index is written from the record, so it is the one other copy of a
+/// record's type, title, description, tags and creation time: a record damaged in place — still
+/// decodable, so nothing else notices — no longer matches it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct IndexedFields {
+    pub section_type: u64,
+    pub heading: u64,
+    pub description: u64,
+    pub tags: u64,
+    pub created_ms: Option<i64>,
+}
+
+/// Fold one term into a field's hash. Terms come in byte order (the index's term dictionary
+/// order), so the same set of terms gives the same hash on both sides.
+fn fold(acc: u64, term: &[u8]) -> u64 {
+    crate::text::shingles::mix64(acc ^ crate::text::shingles::fnv1a(term))
+}
+
+fn fold_all<'a>(terms: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    let set: std::collections::BTreeSet<&[u8]> = terms.into_iter().collect();
+    set.into_iter().fold(0, fold)
+}
+
+/// Where a field's hash goes in [`IndexedFields`].
+type FieldSlot = fn(&mut IndexedFields) -> &mut u64;
+
+/// The index's fields of every live document, by `kbid_key`: each field's term dictionary is
+/// walked once with its postings (a pass over what the index holds of records, not of content).
+fn indexed_fields(
+    lex: &crate::index::lexical::LexicalIndex,
+) -> std::result::Result<HashMap<u64, IndexedFields>, String> {
+    use tantivy::schema::IndexRecordOption;
+    use tantivy::{DocSet, TERMINATED};
+    let f = lex.fields;
+    let searcher = lex.searcher();
+    let mut out = HashMap::with_capacity(searcher.num_docs() as usize);
+    for segment in searcher.segment_readers() {
+        let keys = segment
+            .fast_fields()
+            .u64("kbid_key")
+            .map_err(|e| format!("kbid_key cannot be read: {e}"))?;
+        let created = segment
+            .fast_fields()
+            .i64("created_at")
+            .map_err(|e| format!("created_at cannot be read: {e}"))?;
+        let mut docs = vec![IndexedFields::default(); segment.max_doc() as usize];
+        let slots: [(tantivy::schema::Field, FieldSlot); 4] = [
+            (f.section_type, |d| &mut d.section_type),
+            (f.heading, |d| &mut d.heading),
+            (f.description, |d| &mut d.description),
+            (f.tags, |d| &mut d.tags),
+        ];
+        for (field, slot) in slots {
+            let inverted = segment
+                .inverted_index(field)
+                .map_err(|e| format!("a field's terms cannot be read: {e}"))?;
+            let mut terms = inverted
+                .terms()
+                .stream()
+                .map_err(|e| format!("a field's terms cannot be read: {e}"))?;
+            while terms.advance() {
+                let mut postings = inverted
+                    .read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)
+                    .map_err(|e| format!("a term's postings cannot be read: {e}"))?;
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if let Some(d) = docs.get_mut(doc as usize) {
+                        let acc = slot(d);
+                        *acc = fold(*acc, terms.key());
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        let alive = segment.alive_bitset();
+        for (doc, mut d) in docs.into_iter().enumerate() {
+            let doc = doc as u32;
+            if alive.is_some_and(|a| !a.is_alive(doc)) {
+                continue;
+            }
+            if let Some(k) = keys.first(doc) {
+                d.created_ms = created.first(doc);
+                out.insert(k, d);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the index should hold of a section, from its record (as `LexicalIndex::document`
+/// indexes it).
+fn expected_fields(
+    rec: &SectionRecord,
+    analyzer: &mut tantivy::tokenizer::TextAnalyzer,
+) -> IndexedFields {
+    let mut words = |text: Option<&str>| {
+        let mut terms = Vec::new();
+        if let Some(text) = text {
+            let mut stream = analyzer.token_stream(text);
+            while stream.advance() {
+                terms.push(stream.token().text.clone());
+            }
+        }
+        fold_all(terms.iter().map(|t| t.as_bytes()))
+    };
+    IndexedFields {
+        section_type: fold(0, rec.section_type.as_bytes()),
+        heading: words(rec.title.as_deref()),
+        description: words(rec.description.as_deref()),
+        tags: fold_all(rec.tags.iter().map(|t| t.as_bytes())),
+        created_ms: Some(created_ms(&rec.created_at).unwrap_or(0)),
+    }
+}
+
+fn created_ms(at: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .ok()
+        .map(|d| d.timestamp_millis())
+}
+
+/// The fields of a section record that differ from what the lexical index holds for it, each
+/// with the record's value.
+fn record_differences(
+    rec: &SectionRecord,
+    want: &IndexedFields,
+    have: &IndexedFields,
+) -> Vec<String> {
+    let quoted = |v: Option<&str>| match v {
+        Some(v) => format!("{v:?}"),
+        None => "none".to_string(),
+    };
+    let mut out = Vec::new();
+    if want.section_type != have.section_type {
+        out.push(format!("type {:?}", rec.section_type));
+    }
+    if want.heading != have.heading {
+        out.push(format!("title {}", quoted(rec.title.as_deref())));
+    }
+    if want.description != have.description {
+        out.push(format!(
+            "description {}",
+            quoted(rec.description.as_deref())
+        ));
+    }
+    if want.tags != have.tags {
+        out.push(format!("tags {:?}", rec.tags));
+    }
+    if want.created_ms != have.created_ms {
+        out.push(format!("created_at {:?}", rec.created_at));
+    }
+    out
 }
 
 /// The stored kbid of a sample of live documents of each segment, beside its `kbid_key`.
@@ -238,6 +400,22 @@ pub(crate) fn check(
     let mut source_keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
     // Sections no document holds that were not learned on their own: a document's history.
     let mut detached: HashSet<String> = HashSet::new();
+    // What the lexical index holds of each section, to compare the records with.
+    let indexed = match index.as_ref().map(|i| &i.fields) {
+        Some(Ok(fields)) => Some(fields),
+        Some(Err(why)) => {
+            r.error(
+                "index_mismatch",
+                "lexical index",
+                format!("the lexical index's fields cannot be read: {why} (run rebuild)"),
+            );
+            None
+        }
+        None => None,
+    };
+    let mut analyzer = crate::index::analyzer::analyzer();
+    // (tag, kbid) pairs the records name, for the tags table.
+    let mut tagged: HashSet<(String, String)> = HashSet::new();
 
     let outcome = guarded(|| -> Result<()> {
         let total = t.sections.len()?;
@@ -323,7 +501,41 @@ pub(crate) fn check(
             if let Some(problem) = type_problem(&rec.section_type, &bytes) {
                 r.error("type_mismatch", id, problem);
             }
-            if !rec.standalone && t.docs_of(id)?.is_empty() {
+            for (name, at) in [
+                ("created_at", &rec.created_at),
+                ("updated_at", &rec.updated_at),
+            ] {
+                if created_ms(at).is_none() {
+                    r.error(
+                        "record_mismatch",
+                        id,
+                        format!("the section record's {name} {at:?} is not a time"),
+                    );
+                }
+            }
+            for tag in &rec.tags {
+                tagged.insert((tag.clone(), id.to_string()));
+            }
+            let docids = t.docs_of(id)?;
+            if let Some(have) = indexed.and_then(|i| i.get(&crate::index::lexical::kbid_key(id))) {
+                let want = expected_fields(&rec, &mut analyzer);
+                let differ = record_differences(&rec, &want, have);
+                if !differ.is_empty() {
+                    r.error(
+                        "record_mismatch",
+                        id,
+                        format!(
+                            "what the store holds of this section ({}) is not what the lexical \
+                             index holds for it (indexed from the store when the section was \
+                             written): the section record is damaged, or the index is. Compare the \
+                             section with an export before a `rebuild`, which indexes the record \
+                             as it is now",
+                            differ.join(", ")
+                        ),
+                    );
+                }
+            }
+            if !rec.standalone && docids.is_empty() {
                 // What an edit or a re-sync leaves behind: routine, not damage.
                 detached.insert(id.to_string());
                 r.warning(
@@ -355,6 +567,45 @@ pub(crate) fn check(
         Ok(())
     });
     r.damaged_if("section_content", outcome);
+    // The tags table holds exactly the (tag, section) pairs the records name.
+    let outcome = guarded(|| -> Result<()> {
+        let tags = txn.open_multimap_table(TAGS)?;
+        let mut listed = 0usize;
+        for row in tags.iter()? {
+            let (tag, kbids) = row?;
+            for kbid in kbids {
+                let kbid = kbid?;
+                let pair = (tag.value().to_string(), kbid.value().to_string());
+                if tagged.contains(&pair) {
+                    listed += 1;
+                } else {
+                    r.error(
+                        "record_mismatch",
+                        &pair.1,
+                        format!(
+                            "the tags table gives the section the tag {:?}, which its record does not have",
+                            pair.0
+                        ),
+                    );
+                }
+            }
+        }
+        if listed < tagged.len() {
+            for (tag, kbid) in &tagged {
+                if !crate::store::txn::multimap_values(&tags, tag.as_str())?.contains(kbid) {
+                    r.error(
+                        "record_mismatch",
+                        kbid,
+                        format!(
+                            "the section record has the tag {tag:?}, which the tags table does not list for it"
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    });
+    r.damaged_if("tags", outcome);
 
     // Documents: manifests against sections and the membership tables.
     let mut documents_checked = 0u64;

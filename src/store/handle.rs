@@ -460,6 +460,14 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
             KbError::Locked(dir.to_path_buf())
         }
         DatabaseError::Storage(s) => match KbError::from(s) {
+            // The file ends before what its own pages point to: damaged (a byte of a page
+            // changed), not a failing disk.
+            KbError::Io { source, .. } if source.kind() == std::io::ErrorKind::UnexpectedEof => {
+                KbError::damaged(format!(
+                    "cannot open {}: a page points past the end of the file ({source})",
+                    file.display()
+                ))
+            }
             KbError::Io { context, source } => KbError::Io {
                 context: format!("cannot open {}: {context}", file.display()),
                 source,
@@ -685,6 +693,27 @@ impl StorageBackend for SharedView {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_database_file_that_ends_before_its_pages_is_damaged() {
+        let eof = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "failed to fill whole buffer",
+        );
+        let e = open_error(
+            Path::new("db"),
+            Path::new("db/kbdb.redb"),
+            DatabaseError::Storage(redb::StorageError::Io(eof)),
+        );
+        assert!(matches!(e, KbError::Damaged { .. }), "{e:?}");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = open_error(
+            Path::new("db"),
+            Path::new("db/kbdb.redb"),
+            DatabaseError::Storage(redb::StorageError::Io(denied)),
+        );
+        assert!(matches!(e, KbError::Io { .. }), "{e:?}");
+    }
+
     use super::*;
 
     fn view(bytes: &[u8]) -> (tempfile::TempDir, ReadOnlyView) {

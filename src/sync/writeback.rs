@@ -38,6 +38,7 @@ pub(crate) fn apply_edit(
     docid: &str,
     edit: &DocEdit,
     limits: &Limits,
+    pre_read: Option<PreRead>,
 ) -> Result<Option<Result<EditResult>>> {
     let txn = t.txn();
     let mut files = txn.open_table(SYNC_FILES)?;
@@ -66,9 +67,15 @@ pub(crate) fn apply_edit(
             ),
         ))));
     }
-    // Opened without following a link or waiting on a FIFO, read within the size limit: no
+    // Read before the transaction when it can be (`pre_read`): the writer only compares the
+    // file's identity with what was read then. Otherwise (or when it changed since) it is read
+    // here — opened without following a link or waiting on a FIFO, within the size limit: no
     // file of the user's folder can block the writer or make it allocate without bound.
-    let current = match read_current(&path, limits.max_content_bytes) {
+    let current = match still_current(pre_read, &path) {
+        Some(c) => Ok(Some(c)),
+        None => read_current(&path, limits.max_content_bytes),
+    };
+    let current = match current {
         Ok(c) => c,
         Err(Unreadable::Refused(why)) => {
             return Ok(Some(Err(conflict(docid, &path, &rec, &why))));
@@ -487,6 +494,47 @@ impl Seen {
     }
 }
 
+/// A synced document's file read before its edit's transaction (`collections::edit::prepare`
+/// calls [`pre_read`] on the client's thread): the path the record named, and what was read.
+pub(crate) struct PreRead {
+    path: std::path::PathBuf,
+    current: Current,
+}
+
+/// Read the file of the synced document `docid` for `edit` ahead of the transaction, by the
+/// same rules as the read inside it (no link followed, no FIFO waited on, at most
+/// `limits.max_content_bytes`): a large file then costs its own client, not every writer.
+/// None when the document is not synced, or when the read gave no file to compare with (it is
+/// gone, refused or failed): the transaction reads it again and says why.
+pub(crate) fn pre_read(
+    db: &redb::Database,
+    docid: &str,
+    edit: &DocEdit,
+    limits: &Limits,
+) -> Option<PreRead> {
+    if matches!(edit, DocEdit::Create { .. }) {
+        return None;
+    }
+    let txn = redb::ReadableDatabase::begin_read(db).ok()?;
+    let rec = records::get_file(&txn.open_table(SYNC_FILES).ok()?, docid).ok()??;
+    if symlink_on_the_way(Path::new(&rec.root), &rec.path).is_some() {
+        return None;
+    }
+    let path = Path::new(&rec.root).join(&rec.path);
+    let current = read_current(&path, limits.max_content_bytes).ok()??;
+    Some(PreRead { path, current })
+}
+
+/// What was read before the transaction, if the file at `path` is still that file: the same
+/// path, and `lstat` (no open, so nothing can block) gives the same device, inode, size and
+/// modification time. A write that keeps all four is caught by the re-read of the bytes right
+/// before the rename ([`replace_checked`], [`remove_checked`]).
+fn still_current(pre: Option<PreRead>, path: &Path) -> Option<Current> {
+    let pre = pre.filter(|p| p.path == path)?;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    pre.current.seen.is(&m).then_some(pre.current)
+}
+
 /// The synced file's bytes and what was seen of it.
 struct Current {
     bytes: Vec<u8>,
@@ -504,6 +552,8 @@ enum Unreadable {
 /// Read the synced file `path` for an edit: None when it is gone. Only a regular file of at
 /// most `max_bytes` is read; anything else is refused.
 fn read_current(path: &Path, max_bytes: u64) -> std::result::Result<Option<Current>, Unreadable> {
+    #[cfg(test)]
+    tests::READS.with(|n| n.set(n.get() + 1));
     let (mut file, _) = match scan::open_regular(path) {
         Ok(x) => x,
         Err(scan::OpenError::Missing) => return Ok(None),
@@ -798,6 +848,15 @@ fn sync_dir(path: &Path) {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// Reads of a synced file ([`read_current`]) made on this thread.
+        pub(super) static READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    fn reads() -> u64 {
+        READS.with(|n| n.get())
+    }
+
     fn update(meta: Value, body: Option<&str>, title: Option<&str>) -> DocEdit {
         DocEdit::Update {
             metadata: meta.as_object().cloned(),
@@ -1035,5 +1094,92 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
         let e = format!("{:?}", read_current(&p, 4).err().unwrap());
         assert!(e.contains("symbolic link"), "{e}");
+    }
+
+    /// A synced document's edit reads its file before the transaction (`prepare_write`, the
+    /// client's thread in the daemon); the writer only compares the file's identity, and reads
+    /// it again only when it changed — then the edit is a conflict, as before.
+    #[test]
+    fn a_synced_file_is_read_before_the_transaction_and_only_compared_inside_it() {
+        use crate::{Kb, WriteOp};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = Kb::open_or_create(tmp.path().join("db")).unwrap();
+        let dir = tmp.path().join("notes");
+        std::fs::create_dir(&dir).unwrap();
+        let p = dir.join("a.md");
+        std::fs::write(&p, "# A\n\n## Notes\n\nold\n").unwrap();
+        let sync = || {
+            kb.sync(&crate::sync::SyncRequest {
+                dir: dir.clone(),
+                prefix: Some("n/".into()),
+                paths: None,
+            })
+            .unwrap()
+        };
+        sync();
+        let edit = |content: &str| {
+            kb.prepare_write(WriteOp::EditDocument {
+                docid: "n/a".into(),
+                edit: section("Notes", "append", content),
+            })
+            .unwrap()
+        };
+        let apply = |w| kb.write_prepared_unindexed(vec![Ok(w)]).unwrap().remove(0);
+        let text = || std::fs::read_to_string(&p).unwrap();
+
+        // Unchanged in between: read once, when prepared; written back.
+        let before = reads();
+        let w = edit("one");
+        assert_eq!(reads() - before, 1, "read when prepared");
+        apply(w).unwrap();
+        assert_eq!(reads() - before, 1, "not read again in the transaction");
+        assert_eq!(text(), "# A\n\n## Notes\n\nold\n\none\n");
+
+        // Saved between the read and the transaction: read again there, and refused.
+        let before = reads();
+        let w = edit("two");
+        editor_save(&p, "# A\n\n## Notes\n\ntheirs\n");
+        let e = apply(w).unwrap_err();
+        assert!(
+            matches!(&e, KbError::Conflict { message, .. } if message.contains("changed on disk")),
+            "{e:?}"
+        );
+        assert_eq!(reads() - before, 2, "read again in the transaction");
+        assert_eq!(text(), "# A\n\n## Notes\n\ntheirs\n", "their save is kept");
+
+        // Written in place with its size and modification time kept: the identity still
+        // matches, and the bytes read again before the rename do not. Refused, their bytes kept.
+        sync();
+        let w = edit("three");
+        let m = std::fs::metadata(&p).unwrap();
+        std::fs::write(&p, "# A\n\n## Notes\n\nTHEIRS\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(m.modified().unwrap())
+            .unwrap();
+        let e = apply(w).unwrap_err();
+        assert!(matches!(e, KbError::Conflict { .. }), "{e:?}");
+        assert_eq!(text(), "# A\n\n## Notes\n\nTHEIRS\n");
+
+        // Not synced: nothing is read.
+        kb.write_group(vec![WriteOp::LearnDocument {
+            docid: "plain".into(),
+            markdown: "# P\n\n## Notes\n\nx\n".into(),
+            title: None,
+            metadata: None,
+            tags: Vec::new(),
+        }])
+        .unwrap();
+        let before = reads();
+        let w = kb
+            .prepare_write(WriteOp::EditDocument {
+                docid: "plain".into(),
+                edit: section("Notes", "append", "y"),
+            })
+            .unwrap();
+        apply(w).unwrap();
+        assert_eq!(reads(), before);
     }
 }

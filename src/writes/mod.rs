@@ -71,6 +71,8 @@ pub(crate) enum PreparedOp {
         docid: String,
         edit: crate::collections::edit::DocEdit,
         limits: Limits,
+        /// A synced document's file, read before the transaction.
+        pre_read: Option<Box<crate::sync::writeback::PreRead>>,
     },
     Sync(crate::sync::ops::PreparedSync),
     /// A write only the engine makes (no wire form).
@@ -142,6 +144,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
                 docid,
                 edit,
                 limits: limits.clone(),
+                pre_read: None,
             })
         }
         WriteOp::Sync(op) => crate::sync::ops::prepare(op, limits).map(PreparedOp::Sync),
@@ -185,12 +188,15 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, op: PreparedOp) -> Result<Result<Wr
             docid,
             edit,
             limits,
+            pre_read,
         } => {
             // A document that came from a file of a synced folder is edited in its file too.
-            let edited = match crate::sync::writeback::apply_edit(t, &docid, &edit, &limits)? {
-                Some(r) => r,
-                None => crate::collections::edit::apply(t, docid, edit, &limits)?,
-            };
+            let pre_read = pre_read.map(|p| *p);
+            let edited =
+                match crate::sync::writeback::apply_edit(t, &docid, &edit, &limits, pre_read)? {
+                    Some(r) => r,
+                    None => crate::collections::edit::apply(t, docid, edit, &limits)?,
+                };
             match edited {
                 Ok(r) => WriteOutcome::Edited(r),
                 Err(e) => return Ok(Err(e)),
@@ -257,6 +263,25 @@ fn apply_engine(t: &mut WriteTables<'_>, op: EngineOp) -> Result<Result<EngineOu
             EngineOutcome::Done
         }
     }))
+}
+
+/// The step of preparing an edit that reads the store, outside the transaction: the file of a
+/// synced document is read and hashed now, on the caller's thread, so the writer only compares
+/// its identity (src/sync/writeback.rs). `db` is asked for only for an edit.
+pub(crate) fn pre_read(
+    op: &mut PreparedOp,
+    db: impl FnOnce() -> Result<std::sync::Arc<redb::Database>>,
+) {
+    if let PreparedOp::Edit {
+        docid,
+        edit,
+        limits,
+        pre_read,
+    } = op
+        && let Ok(db) = db()
+    {
+        *pre_read = crate::sync::writeback::pre_read(&db, docid, edit, limits).map(Box::new);
+    }
 }
 
 /// Finish a write transaction's changes before it commits: collect the sections it detached,
