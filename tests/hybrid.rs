@@ -642,3 +642,24 @@ fn sections_below_the_relevance_floor_are_not_listed_and_total_counts_what_is() 
         "{none}"
     );
 }
+
+#[test]
+fn a_repeated_query_through_the_daemon_is_not_embedded_again() {
+    let (db, server) = with_server("concepts-v1");
+    db.learn(&["We chose Postgres because of JSONB."]);
+    wait_embedded(&db);
+    let first = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    let after_first = server.requests.load(Ordering::SeqCst);
+    for mode in ["hybrid", "vector", "hybrid"] {
+        let again = db.json(&["search", "--mode", mode, "database rationale"]);
+        assert_eq!(kbids(&again), kbids(&first), "{again}");
+    }
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        after_first,
+        "the query was embedded again"
+    );
+    // Another query is embedded.
+    db.json(&["search", "--mode", "hybrid", "kitten"]);
+    assert_eq!(server.requests.load(Ordering::SeqCst), after_first + 1);
+}

@@ -36,6 +36,8 @@ pub struct VectorEngine {
     /// Whether a probe was started (the daemon's embedder); writes wait for its answer only
     /// then.
     probing: std::sync::atomic::AtomicBool,
+    /// Recent query embeddings (a repeated search skips the model).
+    queries: embedder::QueryCache,
 }
 
 /// How long the first write of a process waits for the provider probe to finish, so that it
@@ -115,6 +117,7 @@ impl Kb {
     pub fn set_embedding_provider(&self, provider: Provider) -> Result<()> {
         *self.vectors.provider.lock().map_err(poisoned)? = Some(provider);
         *self.vectors.matrix.write().map_err(poisoned)? = None;
+        self.vectors.queries.clear();
         Ok(())
     }
 
@@ -320,11 +323,20 @@ impl Kb {
         if text.is_empty() {
             return Ok(Some(vec![0.0; provider.dimensions()]));
         }
+        let (model, dims) = (provider.model_name(), provider.dimensions());
+        if let Some(v) = self.vectors.queries.get(model, dims, text) {
+            return Ok(Some(v.to_vec()));
+        }
         let mut v = provider
             .embed(&[text.to_string()])
             .map_err(|e| KbError::Embedding(format!("cannot embed the query: {e}")))?;
         match v.pop() {
-            Some(v) if v.len() == provider.dimensions() => Ok(Some(v)),
+            Some(v) if v.len() == dims => {
+                self.vectors
+                    .queries
+                    .put(model, dims, text, Arc::new(v.clone()));
+                Ok(Some(v))
+            }
             _ => Err(KbError::Embedding(
                 "the provider returned no vector of the configured dimensions for the query".into(),
             )),
