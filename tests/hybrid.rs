@@ -641,6 +641,35 @@ fn sections_below_the_relevance_floor_are_not_listed_and_total_counts_what_is() 
         none["hint"].as_str().unwrap().contains("relevance floor"),
         "{none}"
     );
+    // min_score 0 lists them all again, through the CLI and MCP; out of range is an error.
+    let all = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "--limit",
+        "50",
+        "--min-score",
+        "0",
+        "database rationale",
+    ]);
+    assert_eq!(all["total"], 13, "{all}");
+    let mut mcp = common::mcp::McpChild::start(&db);
+    let r = mcp.tool_ok(
+        "search",
+        serde_json::json!({"query": "rationale kitchen", "mode": "hybrid", "limit": 50, "min_score": 0}),
+    );
+    assert_eq!(r["total"], 13, "{r}");
+    mcp.close();
+    let out = db
+        .cmd()
+        .args(["search", "--mode", "vector", "--min-score", "1.5", "x"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("min_score"),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -183,5 +183,16 @@ fn a_base_of_unrelated_sections_is_not_listed_for_a_question_about_something_els
         let n = kbids(&r).len();
         assert!(n < unrelated.len(), "{mode}: all listed: {r}");
         assert_eq!(r["total"], n, "{mode}: {r}");
+        let all = db.json(&[
+            "search",
+            "--mode",
+            mode,
+            "--limit",
+            "50",
+            "--min-score",
+            "0",
+            "database schema migration rationale",
+        ]);
+        assert!(all["total"].as_u64().unwrap() > n as u64, "{mode}: {all}");
     }
 }

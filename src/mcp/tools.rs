@@ -156,7 +156,17 @@ fn search() -> Value {
                                     search answers lexically with `vector_index_stale: true`. \
                                     `vector` and `hybrid` pages end at offset + limit = 200."
                 },
-                "limit": {
+            "min_score": {
+                    "type": "number",
+                    "minimum": -1,
+                    "maximum": 1,
+                    "default": 0.15,
+                    "description": "`vector` and `hybrid`: the relevance floor, the least cosine \
+                                    similarity between the query and a section found by its \
+                                    meaning (sections that hold the query's words stay in \
+                                    `hybrid`). 0 lists every section; lexical search ignores it."
+                },
+                                "limit": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": 100,
@@ -1092,7 +1102,8 @@ mod tests {
                 "type",
                 "docid",
                 "model",
-                "where"
+                "where",
+                "min_score"
             ])
         );
         assert_eq!(
