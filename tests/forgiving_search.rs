@@ -46,6 +46,30 @@ fn chinese_and_japanese_words_are_found_inside_sentences() {
 }
 
 #[test]
+fn a_one_character_word_is_found_inside_longer_runs() {
+    let db = TestDb::new();
+    let ja = db.learn(&["東京の桜は三月の終わりに咲きます。"])["kbid"].clone();
+    let zh = db.learn(&["夜桜很美。"])["kbid"].clone();
+    let alone = db.learn(&["桜 (sakura): the cherry tree."])["kbid"].clone();
+    db.learn(&["東京の天気は晴れです。"]);
+    let mut found = kbids(&db.json(&["search", "桜"]));
+    found.sort();
+    let mut want: Vec<String> = [&ja, &zh, &alone]
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    want.sort();
+    assert_eq!(found, want);
+    // With other words, each must still match.
+    assert_eq!(
+        kbids(&db.json(&["search", "桜 東京"])),
+        vec![ja.as_str().unwrap()]
+    );
+    let none = db.json(&["search", "梅"]);
+    assert!(kbids(&none).is_empty(), "{none}");
+}
+
+#[test]
 fn an_index_built_with_the_older_analysis_is_rebuilt_at_open() {
     // An index that claims to hold every change, written by a kbdb of the older analysis: here
     // an empty index whose commit payload has the older form.

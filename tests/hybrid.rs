@@ -565,3 +565,130 @@ fn a_question_in_other_words_ranks_the_vector_match_above_sections_sharing_a_wor
         "hybrid must not lose to its own vector leg: {hybrid}"
     );
 }
+
+#[test]
+fn a_short_relaxed_list_holding_a_rare_word_counts_in_the_fusion() {
+    let (db, _server) = with_server("concepts-v1");
+    // The query's rare word is in one section of twelve; the vector leg prefers the kittens
+    // (the query's other word, `pet`, is their concept) and ranks the answer last.
+    let answer = db.learn(&["重置密码: open the account settings page and follow the link."]);
+    for i in 0..11 {
+        db.learn(&[&format!("The kitten number {i} sleeps on the sofa.")]);
+    }
+    wait_embedded(&db);
+    let lexical = db.json(&["search", "pet 密码"]);
+    assert_eq!(lexical["relaxed"], true, "{lexical}");
+    assert_eq!(lexical["total"], 1, "{lexical}");
+    let vector = db.json(&["search", "--mode", "vector", "pet 密码"]);
+    assert_ne!(
+        kbids(&vector)[0],
+        answer["kbid"].as_str().unwrap(),
+        "{vector}"
+    );
+    let hybrid = db.json(&["search", "--mode", "hybrid", "pet 密码"]);
+    assert_eq!(
+        kbids(&hybrid)[0],
+        answer["kbid"].as_str().unwrap(),
+        "a short relaxed list is specific evidence: {hybrid}"
+    );
+    assert_eq!(hybrid["items"][0]["lexical_rank"], 1, "{hybrid}");
+}
+
+#[test]
+fn sections_below_the_relevance_floor_are_not_listed_and_total_counts_what_is() {
+    let (db, _server) = with_server("concepts-v1");
+    let answer = db.learn(&["We chose Postgres because of JSONB."]);
+    // Twelve sections sharing one word with the second query and nothing in meaning (their
+    // similarity to it is 0.07, to the first query 0).
+    for i in 0..12 {
+        db.learn(&[&format!(
+            "Kitchen rota {i}: wipe the counters, empty the bins, water the plants."
+        )]);
+    }
+    wait_embedded(&db);
+    let answer = answer["kbid"].as_str().unwrap();
+    let vector = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "--limit",
+        "50",
+        "database rationale",
+    ]);
+    assert_eq!(kbids(&vector), vec![answer], "{vector}");
+    assert_eq!(vector["total"], 1, "{vector}");
+    // The lexical side relaxes to the twelve rota sections (one shared word: no vote); below
+    // the floor in meaning, they are not listed, and `total` does not count them.
+    let hybrid = db.json(&[
+        "search",
+        "--mode",
+        "hybrid",
+        "--limit",
+        "50",
+        "rationale kitchen",
+    ]);
+    assert_eq!(kbids(&hybrid), vec![answer], "{hybrid}");
+    assert_eq!(hybrid["total"], 1, "{hybrid}");
+    assert_eq!(hybrid["has_more"], false, "{hybrid}");
+    assert!(
+        hybrid["items"][0]["score"].as_f64().unwrap() > 0.0,
+        "{hybrid}"
+    );
+    // Nothing close enough: empty, with a hint that says why.
+    let none = db.json(&["search", "--mode", "vector", "kitten sofa"]);
+    assert_eq!(none["total"], 0, "{none}");
+    assert!(
+        none["hint"].as_str().unwrap().contains("relevance floor"),
+        "{none}"
+    );
+    // min_score 0 lists them all again, through the CLI and MCP; out of range is an error.
+    let all = db.json(&[
+        "search",
+        "--mode",
+        "vector",
+        "--limit",
+        "50",
+        "--min-score",
+        "0",
+        "database rationale",
+    ]);
+    assert_eq!(all["total"], 13, "{all}");
+    let mut mcp = common::mcp::McpChild::start(&db);
+    let r = mcp.tool_ok(
+        "search",
+        serde_json::json!({"query": "rationale kitchen", "mode": "hybrid", "limit": 50, "min_score": 0}),
+    );
+    assert_eq!(r["total"], 13, "{r}");
+    mcp.close();
+    let out = db
+        .cmd()
+        .args(["search", "--mode", "vector", "--min-score", "1.5", "x"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("min_score"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_repeated_query_through_the_daemon_is_not_embedded_again() {
+    let (db, server) = with_server("concepts-v1");
+    db.learn(&["We chose Postgres because of JSONB."]);
+    wait_embedded(&db);
+    let first = db.json(&["search", "--mode", "hybrid", "database rationale"]);
+    let after_first = server.requests.load(Ordering::SeqCst);
+    for mode in ["hybrid", "vector", "hybrid"] {
+        let again = db.json(&["search", "--mode", mode, "database rationale"]);
+        assert_eq!(kbids(&again), kbids(&first), "{again}");
+    }
+    assert_eq!(
+        server.requests.load(Ordering::SeqCst),
+        after_first,
+        "the query was embedded again"
+    );
+    // Another query is embedded.
+    db.json(&["search", "--mode", "hybrid", "kitten"]);
+    assert_eq!(server.requests.load(Ordering::SeqCst), after_first + 1);
+}

@@ -148,3 +148,51 @@ fn paraphrases_are_recalled_by_hybrid() {
     assert!(hybrid >= 0.8, "hybrid recall@10 {hybrid:.3} < 0.8");
     assert!(hybrid > lexical);
 }
+
+#[test]
+fn a_base_of_unrelated_sections_is_not_listed_for_a_question_about_something_else() {
+    let Some(dir) = model_dir() else { return };
+    let db = onnx_db(&dir);
+    let unrelated: Vec<String> = [
+        "Knead the dough for ten minutes, then let it rise in a warm place.",
+        "Tomatoes need full sun and regular watering in July.",
+        "The choir rehearses on Thursday evenings in the church hall.",
+        "Tighten the bicycle chain until it moves half an inch.",
+        "A watercolour dries lighter than it looks when wet.",
+        "The ferry to the island leaves every two hours in summer.",
+        "Brush the dog twice a week during the moulting season.",
+        "The museum is closed on public holidays.",
+        "Sew the hem with small stitches so they do not show.",
+        "Roast the peppers until the skin blisters, then peel them.",
+        "The marathon route passes the old harbour twice.",
+        "Repot the orchid after it has finished flowering.",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    learn_all(&db, &unrelated);
+    for mode in ["vector", "hybrid"] {
+        let r = db.json(&[
+            "search",
+            "--mode",
+            mode,
+            "--limit",
+            "50",
+            "database schema migration rationale",
+        ]);
+        let n = kbids(&r).len();
+        assert!(n < unrelated.len(), "{mode}: all listed: {r}");
+        assert_eq!(r["total"], n, "{mode}: {r}");
+        let all = db.json(&[
+            "search",
+            "--mode",
+            mode,
+            "--limit",
+            "50",
+            "--min-score",
+            "0",
+            "database schema migration rationale",
+        ]);
+        assert!(all["total"].as_u64().unwrap() > n as u64, "{mode}: {all}");
+    }
+}

@@ -491,6 +491,10 @@ pub struct SearchArgs {
     /// Only sections of documents whose metadata matches, as JSON (the `query` where)
     #[arg(long = "where", value_name = "JSON")]
     pub where_: Option<String>,
+    /// vector and hybrid: the least cosine similarity (-1 to 1) for a section found by its
+    /// meaning (default 0.15; 0 or -1 lists every section)
+    #[arg(long, value_name = "SIMILARITY", allow_negative_numbers = true)]
+    pub min_score: Option<f32>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -379,6 +379,7 @@ fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
             ),
             None => None,
         },
+        min_score: a.min_score,
     };
     let r = kb.search(&req)?;
     if format == Format::Json {

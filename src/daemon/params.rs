@@ -70,7 +70,10 @@ fn tidy(v: &mut Value) {
                     }
                 }
             }
-            if o.get("type").and_then(Value::as_str) == Some("integer") {
+            if matches!(
+                o.get("type").and_then(Value::as_str),
+                Some("integer" | "number")
+            ) {
                 o.remove("format");
             }
             if let Some(Value::String(d)) = o.get_mut("description") {
@@ -276,6 +279,12 @@ pub struct SearchParams {
     #[serde(rename = "where", default)]
     #[schemars(schema_with = "object_or_array")]
     pub where_: Option<Value>,
+    /// `vector` and `hybrid`: the relevance floor, the least cosine similarity between the
+    /// query and a section found by its meaning (sections that hold the query's words stay in
+    /// `hybrid`). 0 lists every section; lexical search ignores it.
+    #[serde(default)]
+    #[schemars(range(min = -1, max = 1), extend("default" = 0.15))]
+    pub min_score: Option<f32>,
 }
 
 fn object_or_array(_: &mut SchemaGenerator) -> Schema {
@@ -296,6 +305,7 @@ impl From<SearchParams> for crate::SearchRequest {
             docid: p.docid,
             model: p.model,
             where_: p.where_,
+            min_score: p.min_score,
         }
     }
 }

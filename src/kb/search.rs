@@ -125,11 +125,20 @@ impl Kb {
         if text.is_empty() {
             return Ok(Some(vec![0.0; provider.dimensions()]));
         }
+        let (model, dims) = (provider.model_name(), provider.dimensions());
+        if let Some(v) = self.vectors.queries.get(model, dims, text) {
+            return Ok(Some(v.to_vec()));
+        }
         let mut v = provider
             .embed(&[text.to_string()])
             .map_err(|e| KbError::Embedding(format!("cannot embed the query: {e}")))?;
         match v.pop() {
-            Some(v) if v.len() == provider.dimensions() => Ok(Some(v)),
+            Some(v) if v.len() == dims => {
+                self.vectors
+                    .queries
+                    .put(model, dims, text, std::sync::Arc::new(v.clone()));
+                Ok(Some(v))
+            }
             _ => Err(KbError::Embedding(
                 "the provider returned no vector of the configured dimensions for the query".into(),
             )),

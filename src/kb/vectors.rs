@@ -69,6 +69,7 @@ impl Kb {
     pub fn set_embedding_provider(&self, provider: Provider) -> Result<()> {
         *self.vectors.provider.lock().map_err(poisoned)? = Some(provider);
         *self.vectors.matrix.write().map_err(poisoned)? = None;
+        self.vectors.queries.clear();
         Ok(())
     }
 

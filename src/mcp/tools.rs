@@ -465,7 +465,8 @@ mod tests {
                 "type",
                 "docid",
                 "model",
-                "where"
+                "where",
+                "min_score"
             ])
         );
         assert_eq!(

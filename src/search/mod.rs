@@ -30,14 +30,54 @@ pub const RERANK_WINDOW: usize = 30;
 pub const SECTIONS_PER_DOCUMENT: usize = 10;
 /// Length of each ranked list fused by RRF (and the deepest page of `vector`/`hybrid`).
 pub const FUSION_DEPTH: usize = 200;
-/// The weight of the lexical list's votes in hybrid fusion when no section had all the query's
-/// words (the relaxed OR list): none. When a question is phrased in other words than its
-/// answer, the OR list is hundreds of sections that share a word or two with it, and any vote
-/// they get lifts the vector list's near misses above its best match (the answer itself is in
-/// no lexical list). Measured (docs/vectors.md, *Fusion*): recall@10 on the paraphrase set with
-/// 1,500 distractors 0.167 at weight 1 (plain RRF), 0.697 at 0.25, 0.833 at 0 (vector alone
-/// 0.848); nDCG@10 on 400 python-genindex queries 0.665, 0.666, 0.664 (lexical alone 0.630).
-pub const RELAXED_LEXICAL_WEIGHT: f32 = 0.0;
+/// The default relevance floor of `vector` and `hybrid` search (`min_score`): the least cosine
+/// similarity between the query's embedding and a section's for the vector list to hold the
+/// section. Calibrated with all-MiniLM-L6-v2 on the relevance sets (docs/search.md, *Relevance
+/// floor*): below every relevant section those sets put in a vector top 10, above what an
+/// unrelated text scores.
+pub const DEFAULT_MIN_SCORE: f32 = 0.15;
+
+/// The floor a request asks for: `min_score`, else the default; an error outside -1..=1.
+pub fn min_score(req: &SearchRequest) -> Result<f32> {
+    match req.min_score {
+        None => Ok(DEFAULT_MIN_SCORE),
+        Some(s) if s.is_finite() && (-1.0..=1.0).contains(&s) => Ok(s),
+        Some(s) => Err(KbError::invalid(
+            "min_score",
+            format!("must be a cosine similarity between -1 and 1 (got {s})"),
+        )),
+    }
+}
+
+/// A relaxed (OR) list this short counts fully in hybrid fusion: a word of the query is rare,
+/// and these few sections hold it (see `lexical_weight`).
+pub const RELAXED_SPECIFIC_HITS: f32 = 3.0;
+/// Below this weight a relaxed list does not count at all (and its sections are not listed).
+pub const RELAXED_MIN_WEIGHT: f32 = 0.1;
+/// A relaxed list holding more than this share of the base is no evidence, however short.
+pub const RELAXED_MAX_SHARE: f32 = 0.1;
+
+/// The weight of the lexical list's votes in hybrid fusion, judged per query from how specific
+/// its evidence is. Sections holding all the query's words: 1. The relaxed OR fallback of
+/// `hits` sections out of `sections`: `min(1, 3 / hits)²`, and 0 below `RELAXED_MIN_WEIGHT`
+/// (more than 9 hits) or when the hits are more than a tenth of the base. A question phrased
+/// in other words than its answer relaxes to hundreds of sections that share a common word
+/// with it; any vote they get lifts the vector list's near misses above its best match. A
+/// short OR list is the opposite: one rare word of the query (`密码`, `退货`) and the few
+/// sections that hold it, where the vector leg is often unsure. Measured in docs/search.md
+/// (*Fusion by the strength of each list*).
+pub fn lexical_weight(relaxed: bool, hits: usize, sections: u64) -> f32 {
+    if !relaxed {
+        return 1.0;
+    }
+    if hits as f32 > RELAXED_MAX_SHARE * sections as f32 {
+        return 0.0;
+    }
+    let w = (RELAXED_SPECIFIC_HITS / hits.max(1) as f32)
+        .min(1.0)
+        .powi(2);
+    if w < RELAXED_MIN_WEIGHT { 0.0 } else { w }
+}
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +110,11 @@ pub struct SearchRequest {
     /// Only sections of documents whose metadata matches (the `query` tool's `where`).
     #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
     pub where_: Option<serde_json::Value>,
+    /// The relevance floor of `vector` and `hybrid`: the least cosine similarity a section
+    /// found by its meaning must have (default `DEFAULT_MIN_SCORE`; -1 to 1; lexical search
+    /// ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f32>,
 }
 
 impl SearchRequest {
@@ -449,6 +494,7 @@ pub(crate) fn run(
     let Filters {
         tags, section_type, ..
     } = Filters::of(req)?;
+    let floor = min_score(req)?;
 
     let mut parsed = query::parse(&req.query, user_synonyms);
     let mut warnings = Vec::new();
@@ -613,27 +659,45 @@ pub(crate) fn run(
         );
         let mut fused: std::collections::HashMap<u64, Fused> = std::collections::HashMap::new();
         let vector_ranked = v.ranked()?;
-        // How much the lexical list's ranks count: fully when sections hold all the words,
-        // `RELAXED_LEXICAL_WEIGHT` when the list is the relaxed OR fallback.
-        let lexical_weight = if relaxed { RELAXED_LEXICAL_WEIGHT } else { 1.0 };
+        // How much the lexical list's ranks count (`lexical_weight`); a list that does not
+        // count lists nothing, but its ranks are still reported for the vector hits.
+        let lexical_weight = lexical_weight(relaxed, total, searcher.num_docs());
+        let mut lexical_ranks: std::collections::HashMap<u64, (usize, DocAddress)> =
+            std::collections::HashMap::new();
         if !v.only {
             for (rank, (_, key, addr)) in keyed.iter().take(FUSION_DEPTH).enumerate() {
-                fused.insert(
-                    *key,
-                    (
-                        lexical_weight / (k + rank as f32 + 1.0),
-                        Some(*addr),
-                        None,
-                        Some(rank + 1),
-                        None,
-                    ),
-                );
+                lexical_ranks.insert(*key, (rank + 1, *addr));
+                if lexical_weight > 0.0 {
+                    fused.insert(
+                        *key,
+                        (
+                            lexical_weight / (k + rank as f32 + 1.0),
+                            Some(*addr),
+                            None,
+                            Some(rank + 1),
+                            None,
+                        ),
+                    );
+                }
             }
         }
-        for (rank, (kbid, similarity)) in vector_ranked.iter().take(FUSION_DEPTH).enumerate() {
-            let e = fused
-                .entry(crate::index::lexical::kbid_key(kbid))
-                .or_insert((0.0, None, None, None, None));
+        // The relevance floor ends the vector list (it is ordered by similarity, so the ranks
+        // of what stays do not change).
+        let above_floor = vector_ranked
+            .iter()
+            .take(FUSION_DEPTH)
+            .take_while(|(_, similarity)| *similarity >= floor);
+        let below_floor = vector_ranked.len().min(FUSION_DEPTH) - above_floor.clone().count();
+        for (rank, (kbid, similarity)) in above_floor.enumerate() {
+            let key = crate::index::lexical::kbid_key(kbid);
+            let lexical = lexical_ranks.get(&key);
+            let e = fused.entry(key).or_insert((
+                0.0,
+                lexical.map(|l| l.1),
+                None,
+                lexical.map(|l| l.0),
+                None,
+            ));
             // A vector search alone ranks by similarity, and says so in `score`.
             e.0 += if v.only {
                 *similarity
@@ -664,7 +728,11 @@ pub(crate) fn run(
             ranked.push((score, kbid, addr));
         }
         if total == 0 {
-            hint = Some(if v.only {
+            hint = Some(if below_floor > 0 {
+                format!(
+                    "no section is close enough in meaning to the query: {below_floor} scored below the relevance floor (min_score {floor})"
+                )
+            } else if v.only {
                 "no section has an embedding that passes the filters".to_string()
             } else {
                 "neither the words nor the meaning of the query matched a section".to_string()

@@ -157,6 +157,9 @@ impl Builder<'_> {
         let whole = self.norm.norm(&c.whole);
         let mut alts: Vec<(Occur, Box<dyn Query>)> =
             vec![(Occur::Should, self.term_any_field(&whole))];
+        if let Some(q) = self.cjk_char_query(&whole) {
+            alts.push((Occur::Should, q));
+        }
         if !c.parts.is_empty() {
             let parts: Vec<(Occur, Box<dyn Query>)> = c
                 .parts
@@ -169,6 +172,33 @@ impl Builder<'_> {
             alts.push((Occur::Should, Box::new(BooleanQuery::new(parts))));
         }
         Box::new(BooleanQuery::new(alts))
+    }
+
+    /// A word of one CJK character (`桜`) is indexed alone only where it stands alone; inside
+    /// a run it is in the run's character pairs (`桜の`, `夜桜`). So it matches any indexed pair
+    /// that holds it: a walk of the term dictionary with a two-state automaton, on this rare
+    /// path only (one-character CJK words).
+    fn cjk_char_query(&self, word: &str) -> Option<Box<dyn Query>> {
+        let mut chars = word.chars();
+        let c = chars.next()?;
+        if chars.next().is_some() || !crate::index::analyzer::is_cjk(c) {
+            return None;
+        }
+        // A CJK character is no regex metacharacter; escaping keeps that a fact.
+        let c = regex::escape(&c.to_string());
+        let subs: Vec<(Occur, Box<dyn Query>)> = self
+            .scored_fields()
+            .into_iter()
+            .filter_map(|(field, boost)| {
+                let q =
+                    tantivy::query::RegexQuery::from_pattern(&format!("{c}.|.{c}"), field).ok()?;
+                Some((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(q), boost)) as Box<dyn Query>,
+                ))
+            })
+            .collect();
+        Some(Box::new(BooleanQuery::new(subs)))
     }
 
     fn phrase_query(&mut self, words: &[Chunk]) -> Box<dyn Query> {

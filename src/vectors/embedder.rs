@@ -301,6 +301,58 @@ fn check_vectors(
     Ok(vs)
 }
 
+/// Query embeddings a process keeps: the daemon answers a repeated query (an agent that
+/// searches again, a paging client) without asking the model. At this many entries the least
+/// recently used is dropped (384 floats each with all-MiniLM-L6-v2: about 0.4 MB in all).
+pub const QUERY_CACHE_ENTRIES: usize = 256;
+
+/// A small least-recently-used cache of query embeddings, keyed by model, dimensions and the
+/// query text (a model change never answers with another model's vector).
+/// (model, dimensions, query text, embedding)
+type CachedQuery = (String, usize, String, Arc<Vec<f32>>);
+
+#[derive(Default)]
+pub struct QueryCache {
+    /// Most recently used last; a linear scan of a few hundred keys costs well under the
+    /// microseconds a model takes to embed.
+    entries: std::sync::Mutex<std::collections::VecDeque<CachedQuery>>,
+}
+
+impl QueryCache {
+    pub fn get(&self, model: &str, dims: usize, query: &str) -> Option<Arc<Vec<f32>>> {
+        let mut e = self.entries.lock().ok()?;
+        let i = e
+            .iter()
+            .position(|(m, d, q, _)| m == model && *d == dims && q == query)?;
+        let hit = e.remove(i)?;
+        let v = hit.3.clone();
+        e.push_back(hit);
+        Some(v)
+    }
+
+    pub fn put(&self, model: &str, dims: usize, query: &str, vector: Arc<Vec<f32>>) {
+        let Ok(mut e) = self.entries.lock() else {
+            return;
+        };
+        if let Some(i) = e
+            .iter()
+            .position(|(m, d, q, _)| m == model && *d == dims && q == query)
+        {
+            e.remove(i);
+        }
+        while e.len() >= QUERY_CACHE_ENTRIES {
+            e.pop_front();
+        }
+        e.push_back((model.to_string(), dims, query.to_string(), vector));
+    }
+
+    pub fn clear(&self) {
+        if let Ok(mut e) = self.entries.lock() {
+            e.clear();
+        }
+    }
+}
+
 pub fn embedding_error(message: impl Into<String>) -> KbError {
     KbError::Embedding(message.into())
 }
@@ -454,3 +506,31 @@ pub fn rescore(db: &Database, query: &[f32], kbids: &[String]) -> Result<Vec<(St
 
 /// A shared provider handle.
 pub type Provider = Arc<dyn EmbeddingProvider>;
+
+#[cfg(test)]
+mod query_cache_tests {
+    use super::*;
+
+    #[test]
+    fn search_query_cache_keeps_the_most_recent_and_keys_by_model() {
+        let c = QueryCache::default();
+        c.put("m", 2, "q0", Arc::new(vec![0.0, 1.0]));
+        assert_eq!(c.get("m", 2, "q0").as_deref(), Some(&vec![0.0, 1.0]));
+        assert!(c.get("other", 2, "q0").is_none());
+        assert!(c.get("m", 3, "q0").is_none());
+        for i in 1..QUERY_CACHE_ENTRIES {
+            c.put("m", 2, &format!("q{i}"), Arc::new(vec![i as f32, 0.0]));
+        }
+        // Using q0 makes q1 the least recently used.
+        assert!(c.get("m", 2, "q0").is_some());
+        c.put("m", 2, "new", Arc::new(vec![9.0, 9.0]));
+        assert!(
+            c.get("m", 2, "q1").is_none(),
+            "the least recently used went"
+        );
+        assert!(c.get("m", 2, "q0").is_some());
+        assert!(c.get("m", 2, "new").is_some());
+        c.clear();
+        assert!(c.get("m", 2, "new").is_none());
+    }
+}

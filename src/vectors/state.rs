@@ -27,6 +27,8 @@ pub struct VectorEngine {
     /// Whether a probe was started (the daemon's embedder); writes wait for its answer only
     /// then.
     pub(crate) probing: std::sync::atomic::AtomicBool,
+    /// Recent query embeddings (a repeated search skips the model).
+    pub(crate) queries: super::embedder::QueryCache,
 }
 
 /// How long the first write of a process waits for the provider probe to finish, so that it
