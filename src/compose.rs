@@ -1,10 +1,10 @@
 //! The content composer: rendered markdown from a mix of kbids and docids.
 
 use crate::error::{KbError, Result};
-use crate::model::kbid::is_kbid;
-use crate::model::records::SectionRecord;
 use crate::store::txn::ReadTables;
 use crate::text::markdown::atx_heading;
+use crate::types::kbid::is_kbid;
+use crate::types::records::SectionRecord;
 
 /// Render one section: its text when it starts with its own heading line; otherwise a
 /// `heading_prefix` heading with the title (when titled), then the text. Images become a

@@ -6,12 +6,12 @@ use base64::Engine;
 use crate::config::Limits;
 use crate::error::{KbError, Result};
 use crate::index::near_dup;
-use crate::model::records::{ChangeKind, DocumentRecord, SectionRecord};
-use crate::model::section_type::{TypeKind, parse_type};
-use crate::model::validate::*;
-use crate::model::{LearnRequest, LearnResult, NearDuplicate, kbid};
 use crate::store::txn::WriteTables;
 use crate::text::{preprocess, shingles};
+use crate::types::records::{ChangeKind, DocumentRecord, SectionRecord};
+use crate::types::section_type::{TypeKind, parse_type};
+use crate::types::validate::*;
+use crate::types::{LearnRequest, LearnResult, NearDuplicate, kbid};
 
 /// A validated section, ready to be written.
 pub(crate) struct Prepared {
@@ -365,7 +365,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
         elapsed_ms: 0.0,
         attached,
         skipped,
-        superseded: crate::model::Superseded(superseded),
+        superseded: crate::types::Superseded(superseded),
         warnings,
         near_duplicates,
         created_at,

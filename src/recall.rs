@@ -12,13 +12,13 @@ use std::collections::HashSet;
 use serde::Serialize;
 
 use crate::error::{KbError, Result};
-use crate::model::records::SectionRecord;
-use crate::model::{
-    ManifestSection, RecallDocument, RecallItem, RecallRequest, Recalled, Reference, Sibling,
-};
 use crate::references;
 use crate::store::txn::ReadTables;
 use crate::text::markers::{self, Marker, Target};
+use crate::types::records::SectionRecord;
+use crate::types::{
+    ManifestSection, RecallDocument, RecallItem, RecallRequest, Recalled, Reference, Sibling,
+};
 
 pub(crate) fn recall(t: &ReadTables, req: &RecallRequest) -> Result<Recalled> {
     let mut items = Vec::with_capacity(req.kbids.len());

@@ -6,8 +6,8 @@
 use redb::{ReadableMultimapTable, ReadableTable};
 
 use crate::error::Result;
-use crate::model::records::{self, DocumentRecord};
 use crate::text::markers::{self, Marker, Target};
+use crate::types::records::{self, DocumentRecord};
 
 pub(crate) type RefsOut<'t> = crate::store::journal::Logged<'t, (&'static str, u32), &'static [u8]>;
 pub(crate) type RefsIn<'t> = crate::store::journal::LoggedMultimap<'t, &'static str, &'static str>;

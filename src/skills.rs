@@ -69,7 +69,7 @@ pub struct SkillLearnResult {
     /// The kbid of the previous version of this skill, when it replaced one (all of them, as
     /// an array, when it replaced several).
     #[serde(default)]
-    pub superseded: crate::model::Superseded,
+    pub superseded: crate::types::Superseded,
     pub created_at: String,
 }
 

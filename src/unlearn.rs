@@ -1,8 +1,8 @@
 //! Removing a section with every row that points at it, inside a write transaction.
 
 use crate::error::Result;
-use crate::model::records::ChangeKind;
 use crate::store::txn::WriteTables;
+use crate::types::records::ChangeKind;
 
 /// Remove `kbid` and cascade: document manifests (a document left empty is removed),
 /// memberships, tags, source key, near-duplicate bands, outgoing references, then log the change.

@@ -59,7 +59,7 @@ fn snapshot(kb: &Kb) -> Result<Snapshot, KbError> {
 }
 
 fn kbid(content: &str) -> String {
-    kbdb::model::kbid::kbid_of(kbdb::text::preprocess::preprocess(content).as_bytes())
+    kbdb::types::kbid::kbid_of(kbdb::text::preprocess::preprocess(content).as_bytes())
 }
 
 const SINGLE: &str = "Uqkestrel: the alpha relay listens on port 7001.";

@@ -524,8 +524,8 @@ fn a_detached_section_leaves_at_once_and_a_standalone_one_stays() {
 mod damaged {
     //! `check` finds each kind of damage, made on purpose in the store.
     use super::*;
-    use kbdb::model::records::{DocumentRecord, SectionRecord, decode, encode};
     use kbdb::store::tables::*;
+    use kbdb::types::records::{DocumentRecord, SectionRecord, decode, encode};
     use redb::ReadableTable;
 
     fn with_store(db: &TestDb, f: impl FnOnce(&redb::WriteTransaction)) {
@@ -637,7 +637,7 @@ mod damaged {
                 .unwrap();
             // index_mismatch: a section written without a change-log entry.
             rec.section_type = "text/plain".into();
-            rec.checksum = kbdb::model::kbid::hex(&kbdb::model::kbid::sha256(b"slipped in"));
+            rec.checksum = kbdb::types::kbid::hex(&kbdb::types::kbid::sha256(b"slipped in"));
             rec.size = 10;
             rec.standalone = true;
             rec.content_seq = content.last().unwrap().unwrap().0.value() + 1;
@@ -969,7 +969,7 @@ fn a_forced_export_that_fails_half_way_leaves_the_previous_export_whole() {
         {
             let sections = txn.open_table(SECTIONS).unwrap();
             let last = sections.last().unwrap().unwrap().0.value().to_string();
-            let rec: kbdb::model::records::SectionRecord = kbdb::model::records::decode(
+            let rec: kbdb::types::records::SectionRecord = kbdb::types::records::decode(
                 "sections",
                 &last,
                 sections.get(last.as_str()).unwrap().unwrap().value(),
@@ -1354,10 +1354,10 @@ mod upgrade {
                 ds.remove("notes", kbid.as_str()).unwrap();
                 let mut docs = txn.open_table(DOCUMENTS).unwrap();
                 let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
-                let mut rec: kbdb::model::records::DocumentRecord =
-                    kbdb::model::records::decode("documents", "notes", &bytes).unwrap();
+                let mut rec: kbdb::types::records::DocumentRecord =
+                    kbdb::types::records::decode("documents", "notes", &bytes).unwrap();
                 rec.kbids.retain(|k| k != &kbid);
-                docs.insert("notes", kbdb::model::records::encode(&rec).as_slice())
+                docs.insert("notes", kbdb::types::records::encode(&rec).as_slice())
                     .unwrap();
                 let mut meta = txn.open_table(META).unwrap();
                 meta.insert(META_SCHEMA_VERSION, 12u32.to_le_bytes().as_slice())

@@ -702,17 +702,17 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 /// The plan's content in a comparable form.
 #[derive(Debug, PartialEq)]
 struct PlanView {
-    sections: Vec<(String, kbdb::model::records::SectionRecord, Vec<u8>)>,
-    documents: Vec<kbdb::maintenance::layout::DocumentManifest>,
+    sections: Vec<(String, kbdb::types::records::SectionRecord, Vec<u8>)>,
+    documents: Vec<kbdb::snapshot::layout::DocumentManifest>,
     synonyms: BTreeMap<String, Vec<String>>,
     /// The metadata and the vectors (their bits: NaN is data too).
-    vectors: Option<(kbdb::maintenance::vectors_idx::VectorsMeta, VectorBits)>,
+    vectors: Option<(kbdb::snapshot::vectors_idx::VectorsMeta, VectorBits)>,
     models: Option<String>,
 }
 
 type VectorBits = Vec<([u8; 16], Vec<u32>)>;
 
-fn plan_view(p: kbdb::maintenance::import::Plan) -> PlanView {
+fn plan_view(p: kbdb::snapshot::import::Plan) -> PlanView {
     let mut sections: Vec<_> = p
         .sections
         .into_iter()
@@ -737,7 +737,7 @@ fn plan_view(p: kbdb::maintenance::import::Plan) -> PlanView {
 
 /// Write a read layout back in the documented format (what `export` writes).
 fn write_layout(v: &PlanView, root: &Path) {
-    use kbdb::maintenance::layout::{self, Catalog, CatalogInfo, SectionMeta};
+    use kbdb::snapshot::layout::{self, Catalog, CatalogInfo, SectionMeta};
 
     let _ = std::fs::remove_dir_all(root);
     std::fs::create_dir_all(root).expect("cannot create the layout folder");
@@ -789,7 +789,7 @@ fn write_layout(v: &PlanView, root: &Path) {
         std::fs::write(root.join(layout::MODELS), m).expect("write");
     }
     if let Some((meta, bits)) = &v.vectors {
-        let mut idx = kbdb::maintenance::vectors_idx::VectorsIdx::new(meta.dimensions);
+        let mut idx = kbdb::snapshot::vectors_idx::VectorsIdx::new(meta.dimensions);
         for (key, vector) in bits {
             let kbid = String::from_utf8(key.to_vec()).expect("keys are kbid characters");
             idx.push(&kbid, vector.iter().copied().map(f32::from_bits).collect());
@@ -809,7 +809,7 @@ fn toml_text<T: serde::Serialize>(v: &T) -> String {
 /// The per-file records: each TOML entry read as what its path says (catalog, section
 /// metadata, document manifest); whatever parses must write back and parse to the same value.
 fn layout_records(data: &[u8]) {
-    use kbdb::maintenance::layout::{CATALOG, Catalog, DocumentManifest, SectionMeta};
+    use kbdb::snapshot::layout::{CATALOG, Catalog, DocumentManifest, SectionMeta};
 
     fn round_trip<T>(text: &str)
     where
@@ -843,10 +843,10 @@ fn layout_records(data: &[u8]) {
 }
 
 /// `import_layout`: the input unpacked as a plain-file layout and read by the importer's
-/// reader (`maintenance::import::read_layout`), lenient and strict; a layout that reads is
+/// reader (`snapshot::import::read_layout`), lenient and strict; a layout that reads is
 /// written back in the documented format and must read back the same, with no problem.
 pub fn import_layout(data: &[u8]) {
-    use kbdb::maintenance::import::read_layout;
+    use kbdb::snapshot::import::read_layout;
 
     layout_records(data);
     let root = sandbox().join("layout");
@@ -893,7 +893,7 @@ fn bad_import(p: &kbdb::ImportProblem) -> kbdb::KbError {
 /// bytes, and every record is found by its key) and, when it is UTF-8, parsed as
 /// `vectors-meta.toml` (what parses writes back and parses the same).
 pub fn vectors_idx(data: &[u8]) {
-    use kbdb::maintenance::vectors_idx::{VectorsIdx, VectorsIdxError, VectorsMeta};
+    use kbdb::snapshot::vectors_idx::{VectorsIdx, VectorsIdxError, VectorsMeta};
 
     match VectorsIdx::decode(data) {
         Ok(idx) => {

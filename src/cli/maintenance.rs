@@ -135,7 +135,7 @@ fn print_import(format: Format, r: &ImportResult) {
             );
             for p in &r.problems {
                 // The catalog's counts are a warning about the whole import, not an entry skipped.
-                let label = if p.path == kbdb::maintenance::layout::CATALOG {
+                let label = if p.path == kbdb::snapshot::layout::CATALOG {
                     "warning:"
                 } else {
                     "skipped"

@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 
 use crate::config::Limits;
 use crate::error::{KbError, Result};
-use crate::model::validate;
 use crate::store::txn::WriteTables;
 use crate::text::section_edit::{self, Action};
+use crate::types::validate;
 use crate::writes::document::{self, merge};
 
 /// What to do to a document.
@@ -56,7 +56,7 @@ pub struct EditResult {
     pub changed: bool,
     /// The document after the edit (absent after delete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub document: Option<crate::model::DocumentLearnResult>,
+    pub document: Option<crate::types::DocumentLearnResult>,
     #[serde(default)]
     pub elapsed_ms: f64,
     /// The file the edit was written back to (a synced document, docs/sync.md).

@@ -3,8 +3,8 @@
 //! filter and sort documents by metadata; validation reports where a document departs from its
 //! model; section edits change one section of a document. See docs/collections.md.
 
+pub mod doc_index;
 pub mod edit;
 pub mod filter;
-pub mod index;
 pub mod schema;
 pub mod state;

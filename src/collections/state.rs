@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value};
 
-use super::index::DocIndex;
+use super::doc_index::DocIndex;
 use super::schema::{DocInput, DocSection, ModelSet};
 use crate::error::{KbError, Result};
-use crate::model::records::DocumentRecord;
+use crate::types::records::DocumentRecord;
 
 /// The key of the models' TOML text in the `collection` table.
 pub(crate) const MODELS_KEY: &str = "models";
@@ -269,6 +269,6 @@ pub(crate) fn store_models(
     let mut table = t.txn().open_table(crate::store::tables::COLLECTION)?;
     table.insert(MODELS_KEY, toml_text)?;
     drop(table);
-    t.log(crate::model::records::ChangeKind::ModelsChanged, MODELS_KEY)?;
+    t.log(crate::types::records::ChangeKind::ModelsChanged, MODELS_KEY)?;
     Ok(())
 }

@@ -435,7 +435,7 @@ impl Client {
     }
 
     /// The next change event of a subscribed connection (blocks).
-    pub fn next_event(&mut self) -> Result<crate::model::ChangeEvent> {
+    pub fn next_event(&mut self) -> Result<crate::types::ChangeEvent> {
         loop {
             let mut buf = String::new();
             match self.reader.read_line(&mut buf) {

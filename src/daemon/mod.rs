@@ -99,8 +99,8 @@ pub fn endpoint(db_dir: &Path) -> Result<(PathBuf, PathBuf)> {
     let canonical = db_dir
         .canonicalize()
         .map_err(|e| KbError::io(format!("cannot resolve {}", db_dir.display()), e))?;
-    let digest = crate::model::kbid::sha256(canonical.as_os_str().as_encoded_bytes());
-    let name = crate::model::kbid::hex(&digest[..16]);
+    let digest = crate::types::kbid::sha256(canonical.as_os_str().as_encoded_bytes());
+    let name = crate::types::kbid::hex(&digest[..16]);
     let dir = runtime_dir()?;
     Ok((
         dir.join(format!("{name}.sock")),

@@ -15,7 +15,7 @@ use super::methods::{CallError, CallResult, params, to_value};
 use super::params::*;
 use crate::collections::edit::DocEdit;
 use crate::error::KbError;
-use crate::model::RecallRequest;
+use crate::types::RecallRequest;
 use crate::{ExportOptions, Kb, WriteOp};
 
 /// A handler's progress callback: `(done, total)`.

@@ -20,9 +20,9 @@ use tantivy::{
 
 use super::analyzer::{ANALYZER, analyzer};
 use crate::error::{KbError, Result};
-use crate::model::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
 use crate::store::faults::{FaultPlan, FaultyDirectory};
 use crate::store::tables::{CHANGES, CONTENT, SECTION_DOCS, SECTIONS};
+use crate::types::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
 
 /// Folder of the index inside the database folder.
 pub const INDEX_DIR: &str = "index/lexical";

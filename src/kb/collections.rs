@@ -2,14 +2,14 @@
 //! operation the CLI and the MCP server expose (docs/collections.md).
 
 use super::Kb;
+use crate::collections::doc_index::{DocEntry, DocIndex};
 use crate::collections::edit::{DocEdit, EditResult};
 use crate::collections::filter::{self as query, QueryOutcome, QuerySpec};
-use crate::collections::index::{DocEntry, DocIndex};
 use crate::collections::schema::{self as model, ModelSet, Validation};
 use crate::collections::state::*;
 use crate::error::{KbError, Result};
-use crate::model::records::{DocumentRecord, SectionRecord, decode};
 use crate::store::tables::{COLLECTION, CONTENT, DOCUMENTS, SECTIONS};
+use crate::types::records::{DocumentRecord, SectionRecord, decode};
 use crate::writes::{WriteOp, WriteOutcome};
 use redb::ReadableDatabase;
 use serde_json::{Map, Value, json};
@@ -74,7 +74,7 @@ impl Kb {
     }
 
     pub(super) fn read_stored_doc(&self, docid: &str) -> Result<StoredDoc> {
-        crate::model::validate::validate_docid(docid)?;
+        crate::types::validate::validate_docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let docs = txn.open_table(DOCUMENTS)?;
         let rec: DocumentRecord = match docs.get(docid)? {

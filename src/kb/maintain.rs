@@ -8,12 +8,13 @@ use redb::ReadableDatabase;
 use super::Kb;
 use crate::config::Config;
 use crate::error::{KbError, Result};
-use crate::maintenance::{self, export::ExportOptions, import::ImportResult};
-use crate::model::*;
+use crate::maintenance;
+use crate::snapshot::{self, export::ExportOptions, import::ImportResult};
 use crate::store::txn::ReadTables;
+use crate::types::*;
 use crate::writes::{EngineOp, EngineOutcome};
 use crate::{elapsed_ms, now};
-use crate::{model, store};
+use crate::{store, types};
 
 impl Kb {
     /// `rebuild`: reconstruct the lexical index from the store.
@@ -64,7 +65,7 @@ impl Kb {
         // A write journal found damaged was kept aside when the open refused it: the writes it
         // held after the damage are not in the store (src/store/journal.rs).
         for copy in store::journal::damaged_copies(&self.dir) {
-            r.errors.push(model::CheckFinding {
+            r.errors.push(types::CheckFinding {
                 kind: "journal_damaged".into(),
                 entity: copy.display().to_string(),
                 detail: "a damaged write journal was set aside: writes acknowledged after its \
@@ -89,11 +90,11 @@ impl Kb {
         progress: &dyn Fn(u64, u64),
     ) -> Result<ExportResult> {
         let start = Instant::now();
-        let target = maintenance::export::resolve_target(opts, &self.dir)?;
+        let target = snapshot::export::resolve_target(opts, &self.dir)?;
         // One read transaction: the snapshot every file is written from.
         let txn = self.db()?.begin_read()?;
         let schema = store::migrate::read_version(&txn)?;
-        let w = maintenance::export::export(&txn, &target, opts, schema, &now(), progress)?;
+        let w = snapshot::export::export(&txn, &target, opts, schema, &now(), progress)?;
         Ok(ExportResult {
             path: w.path.display().to_string(),
             sections_exported: w.sections,
@@ -115,14 +116,14 @@ impl Kb {
         progress: &dyn Fn(u64, u64),
     ) -> Result<ImportResult> {
         let start = Instant::now();
-        let plan = maintenance::import::read_layout(path, strict, &self.config.limits, progress)?;
+        let plan = snapshot::import::read_layout(path, strict, &self.config.limits, progress)?;
         self.apply_import(path, plan, start)
     }
 
     pub(super) fn apply_import(
         &self,
         path: &Path,
-        plan: maintenance::import::Plan,
+        plan: snapshot::import::Plan,
         start: Instant,
     ) -> Result<ImportResult> {
         // The embedder is held off before the write transaction begins: its rounds take the
@@ -133,7 +134,7 @@ impl Kb {
             None => None,
         };
         let imported_kbids: Vec<String> = plan.sections.iter().map(|s| s.kbid.clone()).collect();
-        let writes = maintenance::import::ImportWrites {
+        let writes = snapshot::import::ImportWrites {
             sections: plan.sections,
             documents: plan.documents,
             synonyms: plan.synonyms,
@@ -183,7 +184,7 @@ impl Kb {
         new_dir: Option<&Path>,
         progress: &dyn Fn(u64, u64),
     ) -> Result<(Kb, ImportResult)> {
-        if !maintenance::layout::is_plain_layout(old_dir) {
+        if !snapshot::layout::is_plain_layout(old_dir) {
             return Err(KbError::BadImport {
                 path: old_dir.display().to_string(),
                 reason: "is not a plain-file layout (catalog.toml and sections/ are required)"
@@ -205,7 +206,7 @@ impl Kb {
         // empty database behind.
         let start = Instant::now();
         let limits = Config::load(target).map(|c| c.limits).unwrap_or_default();
-        let plan = maintenance::import::read_layout(old_dir, false, &limits, progress)?;
+        let plan = snapshot::import::read_layout(old_dir, false, &limits, progress)?;
         let (kb, _) = Self::open_inner(target, true, in_place)?;
         let result = kb.apply_import(old_dir, plan, start)?;
         if in_place {
@@ -213,11 +214,11 @@ impl Kb {
             std::fs::create_dir(&backup)
                 .map_err(|e| KbError::io(format!("cannot create {}", backup.display()), e))?;
             for name in [
-                maintenance::layout::CATALOG,
-                maintenance::layout::SECTIONS_DIR,
-                maintenance::layout::DOCUMENTS_DIR,
-                maintenance::layout::INDEXES_DIR,
-                maintenance::layout::SYNONYMS,
+                snapshot::layout::CATALOG,
+                snapshot::layout::SECTIONS_DIR,
+                snapshot::layout::DOCUMENTS_DIR,
+                snapshot::layout::INDEXES_DIR,
+                snapshot::layout::SYNONYMS,
             ] {
                 let from = old_dir.join(name);
                 if from.exists() {
@@ -264,7 +265,7 @@ impl Kb {
         let limits = crate::Config::load(dir)
             .map(|c| c.limits)
             .unwrap_or_default();
-        let plan = maintenance::import::read_layout(path, strict, &limits, progress)?;
+        let plan = snapshot::import::read_layout(path, strict, &limits, progress)?;
         // What the folder held before the database was created: everything else is ours.
         let before: Option<std::collections::HashSet<std::ffi::OsString>> =
             match std::fs::read_dir(dir) {

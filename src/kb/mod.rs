@@ -33,7 +33,7 @@ use redb::{Database, Durability, ReadableDatabase};
 
 use crate::index::lexical::LexicalIndex;
 use crate::store::durability::JournalState;
-use crate::{Config, KbError, Result, index, maintenance, model, store, writes};
+use crate::{Config, KbError, Result, index, store, types, writes};
 
 /// A write validated and pre-computed outside the transaction (`Kb::prepare_write`).
 pub struct PreparedWrite(writes::PreparedOp);
@@ -58,9 +58,9 @@ pub struct Kb {
     shingles: index::near_dup::ShingleCache,
     /// The store generation the in-memory indexes were loaded at (a reopen may make them stale).
     indexes_generation: AtomicU64,
-    /// Embedding provider, in-memory vectors and the embedder (src/vectors/engine.rs).
+    /// Embedding provider, in-memory vectors and the embedder (src/vectors/state.rs, src/kb/vectors.rs).
     vectors: crate::vectors::state::VectorEngine,
-    /// Models and the document index of collections (src/collections/engine.rs).
+    /// Models and the document index of collections (src/collections/state.rs, src/kb/collections.rs).
     collection: crate::collections::state::CollectionState,
     /// The write journal of group commits (the daemon's; None: every write commits durably in
     /// redb). src/store/journal.rs.
@@ -121,7 +121,7 @@ impl Kb {
         let existed = db_file
             .try_exists()
             .map_err(|e| KbError::io(format!("cannot access {}", db_file.display()), e))?;
-        if !existed && !allow_plain && maintenance::layout::is_plain_layout(dir) {
+        if !existed && !allow_plain && crate::snapshot::layout::is_plain_layout(dir) {
             return Err(KbError::PlainLayout(dir.to_path_buf()));
         }
         if !existed && !create {
@@ -202,8 +202,8 @@ impl Kb {
             let mut index = index::memory::SectionIndexes::default();
             for row in redb::ReadableTable::iter(&sections)? {
                 let (k, v) = row?;
-                let rec: model::records::SectionRecord =
-                    model::records::decode("sections", k.value(), v.value())?;
+                let rec: types::records::SectionRecord =
+                    types::records::decode("sections", k.value(), v.value())?;
                 if let Some(key) = &rec.source_key {
                     index.source_keys.add(key, k.value());
                 }

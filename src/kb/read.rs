@@ -7,9 +7,9 @@ use redb::{ReadableDatabase, ReadableTableMetadata};
 
 use super::{Kb, folder_bytes};
 use crate::error::{KbError, Result};
-use crate::model::*;
 use crate::store::txn::ReadTables;
-use crate::{compose, index, learn, model, recall, store};
+use crate::types::*;
+use crate::{compose, index, learn, recall, store, types};
 
 impl Kb {
     /// `retrieve`: sections by kbid, or the document record by docid.
@@ -30,7 +30,7 @@ impl Kb {
         let t = ReadTables::open(&txn)?;
         let mut out = Vec::with_capacity(kbids.len());
         for &kbid in kbids {
-            model::kbid::validate_kbid("kbid", kbid)?;
+            types::kbid::validate_kbid("kbid", kbid)?;
             let rec = t
                 .section(kbid)?
                 .ok_or_else(|| KbError::NotFound(format!("Section not found: {kbid}")))?;
@@ -51,7 +51,7 @@ impl Kb {
 
     /// The document record with its ordered sections.
     pub fn retrieve_document(&self, docid: &str) -> Result<DocumentView> {
-        model::validate::validate_docid(docid)?;
+        types::validate::validate_docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t
@@ -119,8 +119,8 @@ impl Kb {
         for row in redb::ReadableTable::iter(&t.documents)? {
             let (k, v) = row?;
             let docid = k.value().to_string();
-            let doc: model::records::DocumentRecord =
-                model::records::decode("documents", &docid, v.value())?;
+            let doc: types::records::DocumentRecord =
+                types::records::decode("documents", &docid, v.value())?;
             out.push(DocumentSummary {
                 docid,
                 title: doc.title,
@@ -173,8 +173,8 @@ impl Kb {
     pub(crate) fn document_record(
         &self,
         docid: &str,
-    ) -> Result<(model::records::DocumentRecord, Vec<String>)> {
-        model::validate::validate_docid(docid)?;
+    ) -> Result<(types::records::DocumentRecord, Vec<String>)> {
+        types::validate::validate_docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t
@@ -192,9 +192,9 @@ impl Kb {
         for row in redb::ReadableTable::range(&t.changes, seq + 1..)?.take(10_000) {
             let (k, v) = row?;
             let seq = k.value();
-            let c: model::records::ChangeRecord =
-                model::records::decode("changes", &seq.to_string(), v.value())?;
-            use model::records::ChangeKind::*;
+            let c: types::records::ChangeRecord =
+                types::records::decode("changes", &seq.to_string(), v.value())?;
+            use types::records::ChangeKind::*;
             let kind = match c.kind {
                 SectionAdded => "section_added",
                 SectionChanged => "section_changed",

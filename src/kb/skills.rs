@@ -71,7 +71,7 @@ impl Kb {
 
     /// A skill by kbid (None when that section is not a skill or does not exist).
     pub fn skill_by_kbid(&self, kbid: &str) -> Result<Option<SkillDefinition>> {
-        crate::model::kbid::validate_kbid("kbid", kbid)?;
+        crate::types::kbid::validate_kbid("kbid", kbid)?;
         let Some(s) = self.read_sections(&[kbid]).ok().and_then(|mut v| v.pop()) else {
             return Ok(None);
         };
@@ -126,7 +126,7 @@ impl Kb {
         required_text("persona", &input.persona)?;
         let mut missing = Vec::new();
         for (i, k) in input.skills.iter().enumerate() {
-            crate::model::kbid::validate_kbid(&format!("skills[{i}]"), k)?;
+            crate::types::kbid::validate_kbid(&format!("skills[{i}]"), k)?;
             if self.skill_by_kbid(k)?.is_none() {
                 missing.push(k.as_str());
             }

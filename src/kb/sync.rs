@@ -8,7 +8,6 @@ use super::Kb;
 use crate::config::Limits;
 use crate::elapsed_ms;
 use crate::error::{KbError, Result};
-use crate::model::validate;
 use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
 use crate::sync::ops::*;
 use crate::sync::records::{self, FileRecord, FileStat};
@@ -16,6 +15,7 @@ use crate::sync::scan::{self, Entry, ReadError, Rules, Taken};
 use crate::sync::{
     ForgetReport, MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncRequest, SyncRootInfo, SyncSkip,
 };
+use crate::types::validate;
 use crate::writes::{WriteOp, WriteOutcome, Writer};
 use redb::ReadableDatabase;
 use std::collections::{HashMap, HashSet};

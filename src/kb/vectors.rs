@@ -6,7 +6,7 @@ use crate::WriteOutcome;
 use crate::config::ProviderKind;
 use crate::embedding::EmbedError;
 use crate::error::{KbError, Result};
-use crate::model::VectorStatus;
+use crate::types::VectorStatus;
 use crate::vectors::embedder::{self, Freshness, Provider};
 use crate::vectors::state::*;
 use crate::vectors::{embedding_input, input_fingerprint, store as vector_store};
@@ -287,8 +287,8 @@ impl Kb {
     /// Store the vectors an import shipped for `kbids` (the caller holds `pause_embedder`).
     pub(crate) fn reuse_imported_vectors(
         &self,
-        meta: &crate::maintenance::vectors_idx::VectorsMeta,
-        idx: &crate::maintenance::vectors_idx::VectorsIdx,
+        meta: &crate::snapshot::vectors_idx::VectorsMeta,
+        idx: &crate::snapshot::vectors_idx::VectorsIdx,
         kbids: &[String],
         _paused: &std::sync::MutexGuard<'_, ()>,
     ) -> Result<u64> {
@@ -327,8 +327,8 @@ impl Kb {
                 let Some(rec) = sections.get(kbid.as_str())? else {
                     continue;
                 };
-                let rec: crate::model::records::SectionRecord =
-                    crate::model::records::decode("sections", kbid, rec.value())?;
+                let rec: crate::types::records::SectionRecord =
+                    crate::types::records::decode("sections", kbid, rec.value())?;
                 let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
                     .unwrap_or_default();
                 let Some(input) = embedding_input(&rec, &bytes) else {

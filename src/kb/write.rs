@@ -11,12 +11,12 @@ use redb::ReadableDatabase;
 
 use super::{Kb, PreparedWrite};
 use crate::error::{KbError, Result};
-use crate::model::*;
 use crate::store::durability::JournalState;
 use crate::store::txn::{ReadTables, WriteTables};
+use crate::types::*;
 use crate::writes::{self, WriteOp, WriteOutcome};
 use crate::{elapsed_ms, now};
-use crate::{learn, model, store};
+use crate::{learn, store, types};
 
 impl Kb {
     /// Learn one section (see `learn_many` for batches). One durable transaction.
@@ -267,7 +267,7 @@ impl Kb {
         doc_type: &str,
         metadata: Option<String>,
     ) -> Result<()> {
-        model::validate::validate_docid(docid)?;
+        types::validate::validate_docid(docid)?;
         self.write_engine(writes::EngineOp::SetDocument {
             docid: docid.to_string(),
             kbids,
@@ -281,7 +281,7 @@ impl Kb {
     /// Remove a section like `unlearn`, except that the documents of type `keep_doc_type` go on
     /// listing it (a dangling entry, as agents keep a deleted skill).
     pub(crate) fn remove_section_keeping(&self, kbid: &str, keep_doc_type: &str) -> Result<bool> {
-        model::kbid::validate_kbid("kbid", kbid)?;
+        types::kbid::validate_kbid("kbid", kbid)?;
         match self.write_engine(writes::EngineOp::RemoveSectionKeeping {
             kbid: kbid.to_string(),
             keep_doc_type: keep_doc_type.to_string(),
@@ -295,7 +295,7 @@ impl Kb {
     /// holds and that were not learned on their own are removed with it. The same primitive
     /// as a collection document's delete, without the write-back to a synced file.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {
-        model::validate::validate_docid(docid)?;
+        types::validate::validate_docid(docid)?;
         match self.write_engine(writes::EngineOp::RemoveDocument(docid.to_string()))? {
             writes::EngineOutcome::Removed(removed) => Ok(removed),
             _ => Err(KbError::Storage("unexpected write outcome".into())),

@@ -5,14 +5,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable, ReadableTableMetadata};
 
 use crate::error::Result;
-use crate::model::kbid;
-use crate::model::records::{DocumentRecord, SectionRecord, decode};
-use crate::model::section_type::{TypeKind, parse_type};
-use crate::model::{CheckFinding, CheckResult};
 use crate::references;
 use crate::store::tables::{DOC_SECTIONS, TAGS};
 use crate::store::txn::ReadTables;
 use crate::text::markers::Target;
+use crate::types::kbid;
+use crate::types::records::{DocumentRecord, SectionRecord, decode};
+use crate::types::section_type::{TypeKind, parse_type};
+use crate::types::{CheckFinding, CheckResult};
 
 /// Findings of one kind are capped so a badly damaged store still gives a readable report.
 pub const MAX_FINDINGS_PER_KIND: usize = 1000;

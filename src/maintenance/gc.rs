@@ -3,8 +3,8 @@
 use redb::{ReadableMultimapTable, ReadableTable};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecord, decode};
 use crate::store::txn::WriteTables;
+use crate::types::records::{SectionRecord, decode};
 
 /// Remove every collectable section inside `t`; returns (sections, bytes) removed.
 pub(crate) fn collect(t: &mut WriteTables<'_>) -> Result<(u64, u64)> {

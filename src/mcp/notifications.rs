@@ -25,7 +25,7 @@ pub const MAX_SUBSCRIPTION_URI_BYTES: usize = 4096;
 
 pub(super) enum Event {
     /// A change committed by any process.
-    Changed(crate::model::ChangeEvent),
+    Changed(crate::types::ChangeEvent),
     /// The daemon's change events were lost (it stopped or dropped us) and are followed again:
     /// whatever changed in between is not known.
     Resubscribed,
@@ -164,7 +164,7 @@ pub(super) async fn notifier(
     let mut known_skills = skill_kbids(&state).await;
     while let Some(ev) = rx.recv().await {
         let res = match ev {
-            Event::Changed(crate::model::ChangeEvent {
+            Event::Changed(crate::types::ChangeEvent {
                 kind,
                 id,
                 section_type,

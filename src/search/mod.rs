@@ -1,9 +1,9 @@
 //! Search: query understanding (query.rs), AND with a relaxed OR fallback, filters, the three
 //! result modes, snippets and hints. Results are the paged envelope of the spec.
 
+pub mod builtin_synonyms;
 pub mod query;
 pub mod snippet;
-pub mod synonyms;
 
 use std::collections::BTreeMap;
 
@@ -375,13 +375,13 @@ pub(crate) struct Filters {
 
 impl Filters {
     pub fn of(req: &SearchRequest) -> Result<Filters> {
-        let tags = crate::model::validate::validate_tags(&req.tags)?;
+        let tags = crate::types::validate::validate_tags(&req.tags)?;
         let section_type = match &req.section_type {
-            Some(t) => Some(crate::model::section_type::parse_type(Some(t))?.0),
+            Some(t) => Some(crate::types::section_type::parse_type(Some(t))?.0),
             None => None,
         };
         if let Some(d) = &req.docid {
-            crate::model::validate::validate_docid(d)?;
+            crate::types::validate::validate_docid(d)?;
         }
         Ok(Filters {
             tags,

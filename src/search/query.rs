@@ -82,7 +82,7 @@ pub fn parse(query: &str, user_synonyms: &dyn Fn(&str) -> Vec<String>) -> Parsed
                 continue;
             }
             let lower = c.whole.to_lowercase();
-            let mut alternatives = super::synonyms::builtin(&lower);
+            let mut alternatives = super::builtin_synonyms::builtin(&lower);
             for s in user_synonyms(&lower) {
                 if !alternatives.contains(&s) && s != lower {
                     alternatives.push(s);

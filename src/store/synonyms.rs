@@ -15,7 +15,7 @@ pub struct SynonymEntry {
 }
 
 fn clean(field: &str, s: &str) -> Result<String> {
-    let v = crate::model::validate::validate_line(field, Some(s), MAX_SYNONYM_CHARS)?
+    let v = crate::types::validate::validate_line(field, Some(s), MAX_SYNONYM_CHARS)?
         .ok_or_else(|| KbError::invalid(field, "must not be empty"))?;
     Ok(v.to_lowercase())
 }

@@ -9,7 +9,7 @@ use redb::{
 use super::journal::{Logged, LoggedMultimap, Record, TableId};
 use super::tables::*;
 use crate::error::{KbError, Result};
-use crate::model::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
+use crate::types::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
 
 pub struct WriteTables<'t> {
     pub sections: Logged<'t, &'static str, &'static [u8]>,
@@ -410,8 +410,8 @@ pub fn record_content(
     let Some(bytes) = record_content_unverified(table, rec)? else {
         return Ok(None);
     };
-    let digest = crate::model::kbid::sha256(&bytes);
-    if crate::model::kbid::hex(&digest) != rec.checksum {
+    let digest = crate::types::kbid::sha256(&bytes);
+    if crate::types::kbid::hex(&digest) != rec.checksum {
         return Err(content_damaged(rec, &digest, bytes.len()));
     }
     Ok(Some(bytes))
@@ -431,12 +431,12 @@ pub fn record_content_unverified(
 /// the kbid the checksum gives.
 fn content_damaged(rec: &SectionRecord, digest: &[u8; 32], len: usize) -> KbError {
     let kbid = decode_hex(&rec.checksum)
-        .map(|d| crate::model::kbid::encode_kbid(&d))
+        .map(|d| crate::types::kbid::encode_kbid(&d))
         .unwrap_or_else(|| format!("with checksum {}", rec.checksum));
     KbError::damaged(format!(
         "section {kbid}: its stored content ({len} bytes, row {}) hashes to {}, not to its kbid",
         rec.content_seq,
-        crate::model::kbid::encode_kbid(digest)
+        crate::types::kbid::encode_kbid(digest)
     ))
 }
 

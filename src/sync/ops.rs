@@ -12,11 +12,11 @@ use super::records::{self, FileRecord, SyncRoot};
 use super::scan::{self};
 use crate::config::Limits;
 use crate::error::{KbError, Result};
-use crate::model::DocumentLearnResult;
-use crate::model::validate;
 use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
 use crate::store::txn::WriteTables;
 use crate::text::frontmatter::{self, Syntax};
+use crate::types::DocumentLearnResult;
+use crate::types::validate;
 use crate::writes::document::{self, PreparedDocument};
 
 /// Files per write transaction of a sync (at most `limits.max_batch`).
@@ -213,7 +213,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<S
                         prefix,
                         created_at: t.now().to_string(),
                     };
-                    roots_t.insert(dir.as_str(), crate::model::records::encode(&rec).as_slice())?;
+                    roots_t.insert(dir.as_str(), crate::types::records::encode(&rec).as_slice())?;
                     o
                 }
             }
@@ -259,7 +259,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: PreparedSync) -> Result<Result<S
             let mut roots_t = txn.open_table(SYNC_ROOTS)?;
             let root = roots_t
                 .get(dir.as_str())?
-                .map(|v| crate::model::records::decode::<SyncRoot>("sync_roots", &dir, v.value()))
+                .map(|v| crate::types::records::decode::<SyncRoot>("sync_roots", &dir, v.value()))
                 .transpose()?;
             match root {
                 None => SyncOutcome::new("unchanged", &dir, false),

@@ -8,7 +8,7 @@ use redb::{ReadableTable, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::model::records::{decode, encode};
+use crate::types::records::{decode, encode};
 
 /// A synced folder.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

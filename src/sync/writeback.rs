@@ -306,7 +306,7 @@ fn symlink_on_the_way(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
 fn edited(
     docid: &str,
     action: &str,
-    document: Option<crate::model::DocumentLearnResult>,
+    document: Option<crate::types::DocumentLearnResult>,
     path: &Path,
 ) -> EditResult {
     EditResult {

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::kbid::is_kbid;
-use crate::model::validate::validate_docid;
+use crate::types::kbid::is_kbid;
+use crate::types::validate::validate_docid;
 
 /// How a reference was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -638,7 +638,7 @@ mod tests {
     }
 
     fn k() -> String {
-        crate::model::kbid::kbid_of(b"target")
+        crate::types::kbid::kbid_of(b"target")
     }
 
     #[test]

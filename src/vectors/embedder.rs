@@ -13,8 +13,8 @@ use super::store::{VectorState, decode_vector, encode_vector};
 use super::{embedding_input, input_fingerprint};
 use crate::embedding::{EmbedError, EmbeddingProvider};
 use crate::error::{KbError, Result};
-use crate::model::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
 use crate::store::tables::{CHANGES, CONTENT, SECTIONS, VECTOR_FAILURES, VECTOR_STATE, VECTORS};
+use crate::types::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
 
 /// Changes read per round (a round is one provider pass and one commit).
 pub const CHANGES_PER_ROUND: usize = 256;

@@ -16,7 +16,7 @@ pub mod store;
 
 use sha2::{Digest, Sha256};
 
-use crate::model::records::SectionRecord;
+use crate::types::records::SectionRecord;
 
 /// The text a section is embedded from: `{title}\n{content}` (the title carries weight, as it
 /// does for BM25F). Images embed their title and description; a section with none of these is

@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 use crate::config::Limits;
 use crate::error::{KbError, Result};
 use crate::learn::{self, Prepared};
-use crate::model::{DocumentLearnResult, DocumentLearnSection, LearnRequest};
 use crate::store::txn::WriteTables;
 use crate::text;
+use crate::types::{DocumentLearnResult, DocumentLearnSection, LearnRequest};
 
 /// A document's sections, checked, split and hashed outside the transaction.
 pub(crate) struct PreparedDocument {
@@ -139,7 +139,7 @@ pub(crate) fn delete_document(t: &mut WriteTables<'_>, docid: &str) -> Result<bo
         }
     }
     t.remove_document(docid)?;
-    t.log(crate::model::records::ChangeKind::DocumentRemoved, docid)?;
+    t.log(crate::types::records::ChangeKind::DocumentRemoved, docid)?;
     Ok(true)
 }
 
@@ -177,7 +177,7 @@ pub(crate) fn collect_detached(t: &mut WriteTables<'_>) -> Result<Vec<String>> {
 pub(crate) fn remove_section_keeping(
     t: &mut WriteTables<'_>,
     kbid: &str,
-    keep: impl Fn(&crate::model::records::DocumentRecord) -> bool,
+    keep: impl Fn(&crate::types::records::DocumentRecord) -> bool,
 ) -> Result<bool> {
     let mut kept = Vec::new();
     for docid in t.docs_of(kbid)? {

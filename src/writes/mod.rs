@@ -9,9 +9,9 @@ pub(crate) mod document;
 use crate::config::Limits;
 use crate::error::{KbError, Result};
 use crate::learn::{self, Prepared};
-use crate::model::{DocumentLearnResult, LearnRequest, LearnResult, UnlearnResult, validate};
 use crate::store::txn::WriteTables;
 use crate::text;
+use crate::types::{DocumentLearnResult, LearnRequest, LearnResult, UnlearnResult, validate};
 use document::PreparedDocument;
 
 /// A callback that applies writes, one transaction per call (the daemon's group-commit writer,
@@ -45,7 +45,7 @@ pub enum WriteOp {
         #[serde(flatten)]
         edit: crate::collections::edit::DocEdit,
     },
-    /// A folder-sync write: a file's document and record (src/sync/engine.rs).
+    /// A folder-sync write: a file's document and record (src/sync/ops.rs).
     Sync(crate::sync::SyncOp),
 }
 
@@ -109,8 +109,8 @@ pub(crate) enum EngineOp {
     },
     /// Remove the sections no document holds that were not learned on their own.
     Gc,
-    /// Store what an import read (src/maintenance/import.rs).
-    Import(Box<crate::maintenance::import::ImportWrites>),
+    /// Store what an import read (src/snapshot/import.rs).
+    Import(Box<crate::snapshot::import::ImportWrites>),
     /// Replace the collection models with this (checked) TOML text.
     SetModels(String),
 }
@@ -126,7 +126,7 @@ pub enum EngineOutcome {
         sections: u64,
         bytes: u64,
     },
-    Imported(crate::maintenance::import::ImportCounts),
+    Imported(crate::snapshot::import::ImportCounts),
     Done,
 }
 
@@ -135,7 +135,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
     match op {
         WriteOp::Learn(req) => Ok(PreparedOp::Learn(Box::new(learn::prepare(req, limits)?))),
         WriteOp::Unlearn { kbid } => {
-            crate::model::kbid::validate_kbid("kbid", &kbid)?;
+            crate::types::kbid::validate_kbid("kbid", &kbid)?;
             Ok(PreparedOp::Unlearn(kbid))
         }
         WriteOp::EditDocument { docid, edit } => {
@@ -257,7 +257,7 @@ fn apply_engine(t: &mut WriteTables<'_>, op: EngineOp) -> Result<Result<EngineOu
             let (sections, bytes) = crate::maintenance::gc::collect(t)?;
             EngineOutcome::Collected { sections, bytes }
         }
-        EngineOp::Import(w) => EngineOutcome::Imported(crate::maintenance::import::apply(t, *w)?),
+        EngineOp::Import(w) => EngineOutcome::Imported(crate::snapshot::import::apply(t, *w)?),
         EngineOp::SetModels(toml_text) => {
             crate::collections::state::store_models(t, &toml_text)?;
             EngineOutcome::Done

@@ -301,6 +301,6 @@ fn bare_dest(dest: &str, base: &str) -> Option<String> {
         return document_of(&format!("[x]({path}.md)"), base);
     }
     let docid = path.trim_start_matches('/');
-    crate::model::validate::validate_docid(docid).ok()?;
+    crate::types::validate::validate_docid(docid).ok()?;
     Some(docid.to_string())
 }

@@ -5,8 +5,8 @@
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT_BY_KBID, MINHASH_BANDS, SECTIONS};
+use crate::types::records::{SectionRecordV1 as SectionRecord, decode};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     txn.delete_multimap_table(MINHASH_BANDS)?;

@@ -5,8 +5,8 @@
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT_BY_KBID, REFS_IN, REFS_OUT, SECTION_DOCS, SECTIONS};
+use crate::types::records::{SectionRecordV1 as SectionRecord, decode};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     use crate::store::journal::{Logged, LoggedMultimap};

@@ -7,8 +7,8 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::index::near_dup::encode_keys;
-use crate::model::records::{SectionRecordV1 as SectionRecord, decode};
 use crate::store::tables::{CONTENT_BY_KBID, MINHASH_BANDS, MINHASH_SIGS, SECTIONS};
+use crate::types::records::{SectionRecordV1 as SectionRecord, decode};
 
 pub fn apply(txn: &WriteTransaction) -> Result<()> {
     {

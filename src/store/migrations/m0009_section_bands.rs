@@ -10,8 +10,8 @@ use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
 use crate::index::near_dup::decode_keys;
-use crate::model::records::{SectionRecordV1, SectionRecordV2, decode, encode};
 use crate::store::tables::{MINHASH_SIGS, SECTIONS};
+use crate::types::records::{SectionRecordV1, SectionRecordV2, decode, encode};
 
 /// Records rewritten per pass (a pass reads, then writes: a table cannot be changed while it
 /// is being iterated). One in unit tests, so their few sections take several passes.

@@ -9,8 +9,8 @@
 use redb::{ReadableTable, WriteTransaction};
 
 use crate::error::Result;
-use crate::model::records::{SectionRecordV2, decode, encode};
 use crate::store::tables::{CONTENT, CONTENT_BY_KBID, SECTIONS};
+use crate::types::records::{SectionRecordV2, decode, encode};
 
 /// Records rewritten per pass (a pass reads, then writes: a table cannot be changed while a
 /// value read from it is held). One in unit tests, so their few sections take several passes.

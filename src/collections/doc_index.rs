@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::filter::Doc;
 use crate::error::Result;
-use crate::model::records::{ChangeKind, ChangeRecord, DocumentRecord, decode};
 use crate::store::tables::{CHANGES, DOCUMENTS};
+use crate::types::records::{ChangeKind, ChangeRecord, DocumentRecord, decode};
 
 /// Metadata maps up to this size are searched by a linear scan (keys compare by length first,
 /// and their bytes are shared, so a scan touches one allocation).

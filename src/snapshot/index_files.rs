@@ -15,8 +15,8 @@ use std::path::Path;
 use thiserror::Error;
 
 use crate::index::analyzer::Normalizer;
-use crate::model::kbid::{KBID_LEN, is_kbid};
 use crate::text::markers::MarkerType;
+use crate::types::kbid::{KBID_LEN, is_kbid};
 
 /// The format version of every file (the version byte, and `format_version` of `meta.toml`).
 pub const FORMAT_VERSION: u8 = 1;

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::layout::{self, Catalog, DocumentManifest, SectionMeta};
 use super::vectors_idx::{VectorsIdx, VectorsMeta};
 use crate::error::{KbError, Result};
-use crate::model::kbid;
-use crate::model::records::SectionRecord;
-use crate::model::validate;
+use crate::types::kbid;
+use crate::types::records::SectionRecord;
+use crate::types::validate;
 
 /// One entry that was not imported, and why.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -426,7 +426,7 @@ fn read_section(
             meta.kbid
         ));
     }
-    if let Some(problem) = super::check::type_problem(&meta.section_type, &bytes) {
+    if let Some(problem) = crate::maintenance::check::type_problem(&meta.section_type, &bytes) {
         return Err(problem);
     }
     if meta.size != bytes.len() as u64 {

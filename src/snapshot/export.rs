@@ -9,8 +9,8 @@ use redb::{ReadTransaction, ReadableTable};
 
 use super::layout::{self, Catalog, CatalogInfo, DocumentManifest, SectionMeta};
 use crate::error::{KbError, Result};
-use crate::model::records::{DocumentRecord, SectionRecord, decode};
 use crate::store::txn::ReadTables;
+use crate::types::records::{DocumentRecord, SectionRecord, decode};
 
 /// What to export and where.
 #[derive(Debug, Clone, Default)]
@@ -267,7 +267,7 @@ pub(crate) fn foreign_entry(dir: &Path) -> Result<Option<String>> {
             for (path, name, t) in children(&fan)? {
                 let stem = name.split_once('.').map(|(s, _)| s).unwrap_or("");
                 if !t.is_file()
-                    || !crate::model::kbid::is_kbid(stem)
+                    || !crate::types::kbid::is_kbid(stem)
                     || !stem.starts_with(&fan_name)
                 {
                     return foreign(&path);
@@ -549,7 +549,7 @@ fn write_all(
         let (k, v) = row?;
         let docid = k.value();
         // Stored docids were validated when learned; check again so no path can escape.
-        crate::model::validate::validate_docid(docid)?;
+        crate::types::validate::validate_docid(docid)?;
         let doc: DocumentRecord = decode("documents", docid, v.value())?;
         let path = layout::document_path(root, docid);
         if let Some(dir) = path.parent() {

@@ -78,7 +78,7 @@ impl RecallRequest {
             } else {
                 "kbid".into()
             };
-            crate::model::kbid::validate_kbid(&field, &k)?;
+            crate::types::kbid::validate_kbid(&field, &k)?;
             if seen.insert(k.clone()) {
                 list.push(k);
             }
