@@ -1051,7 +1051,7 @@ fn wrong_value(p: &Value) -> Value {
     }
     match p["type"].as_str() {
         Some("string") => json!(42),
-        Some("integer") => json!("ten"),
+        Some("integer" | "number") => json!("ten"),
         Some("boolean") => json!("yes"),
         Some("array") => json!("x"),
         Some("object") => json!("x"),
