@@ -1,8 +1,23 @@
 //! kbdb — a local knowledge base for AI agents and the people who work with them.
 //!
-//! [`Kb`] is the engine and the only way in: every capability of the CLI (and later the daemon
-//! and the MCP server) is one method here. It is usable embedded, without daemon or async
-//! runtime.
+//! [`Kb`] is the engine and the only way in: every capability of the CLI, the daemon and the
+//! MCP server is one method here. It is usable embedded, without daemon or async runtime.
+//!
+//! Code map (bottom to top; ARCHITECTURE.md walks each folder and follows a query, a write and
+//! an MCP call file by file):
+//!
+//! - foundation: `error`, `config`, `clock`, `types` (API and record types), `files`,
+//!   `process`, `text` (markdown, front matter, values, markers)
+//! - `store`: redb tables, transactions, the write journal and the durability policy, migrations
+//! - `index`, `embedding`, `vectors`: derived indexes (lexical, near-duplicate, source keys) and
+//!   vectors
+//! - features: `learn`, `unlearn`, `references`, `writes` (the write operations and their
+//!   dispatcher), `recall`, `compose`, `search`, `collections`, `sync`, `skills`,
+//!   `maintenance` (check, gc), `snapshot` (export, import)
+//! - `kb`: the engine, one file per face (write, read, search, maintain, vectors, collections,
+//!   sync, skills)
+//! - adapters: `daemon` (the table of operations, the socket server and client), `mcp`, and the
+//!   binary's `cli`
 
 mod clock;
 pub mod collections;

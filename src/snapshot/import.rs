@@ -634,7 +634,7 @@ pub(crate) struct ImportWrites {
     pub synonyms: BTreeMap<String, Vec<String>>,
 }
 
-/// What [`apply`] stored.
+/// What `apply` stored.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ImportCounts {
     pub sections_imported: u64,

@@ -115,7 +115,7 @@ pub(crate) enum EngineOp {
     SetModels(String),
 }
 
-/// What an [`EngineOp`] did.
+/// What an `EngineOp` did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineOutcome {
     /// Whether something was removed.
