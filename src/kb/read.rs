@@ -51,12 +51,29 @@ impl Kb {
 
     /// The document record with its ordered sections.
     pub fn retrieve_document(&self, docid: &str) -> Result<DocumentView> {
+        self.with_document(docid, |t, doc| Self::document_view(t, docid, doc))
+    }
+
+    /// Read the document `docid` (validated; an unknown one is `NotFound`) and pass it on.
+    fn with_document<T>(
+        &self,
+        docid: &str,
+        then: impl FnOnce(&ReadTables, types::records::DocumentRecord) -> Result<T>,
+    ) -> Result<T> {
         types::validate::validate_docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t
             .document(docid)?
             .ok_or_else(|| KbError::NotFound(format!("Document not found: {docid}")))?;
+        then(&t, doc)
+    }
+
+    fn document_view(
+        t: &ReadTables,
+        docid: &str,
+        doc: types::records::DocumentRecord,
+    ) -> Result<DocumentView> {
         let mut sections = Vec::with_capacity(doc.kbids.len());
         for kbid in &doc.kbids {
             if let Some(rec) = t.section(kbid)? {
@@ -174,12 +191,7 @@ impl Kb {
         &self,
         docid: &str,
     ) -> Result<(types::records::DocumentRecord, Vec<String>)> {
-        types::validate::validate_docid(docid)?;
-        let txn = self.db()?.begin_read()?;
-        let t = ReadTables::open(&txn)?;
-        let doc = t
-            .document(docid)?
-            .ok_or_else(|| KbError::NotFound(format!("Document not found: {docid}")))?;
+        let doc = self.with_document(docid, |_, doc| Ok(doc))?;
         let kbids = doc.kbids.clone();
         Ok((doc, kbids))
     }

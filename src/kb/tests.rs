@@ -1258,3 +1258,25 @@ fn search_rejects_an_unknown_mode_naming_the_field() {
     req.limit = Some(0);
     assert_eq!(kb.search(&req).unwrap_err().field(), Some("limit"));
 }
+
+#[test]
+fn the_engines_own_writes_commit_durably_instead_of_through_the_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    kb.enable_journal().unwrap();
+    kb.journal.lock().unwrap().as_mut().unwrap().every = std::time::Duration::from_secs(3600);
+    let journal_bytes = || kb.journal.lock().unwrap().as_ref().unwrap().journal.bytes();
+    // The first write after the journal opens is durable; the next ones are journaled.
+    kb.learn_document("notes/a", "# A\n\nfirst fact\n", None)
+        .unwrap();
+    kb.learn_document("notes/b", "# B\n\nsecond fact\n", None)
+        .unwrap();
+    assert!(
+        journal_bytes() > 0,
+        "a grouped write goes through the journal"
+    );
+    // Removing a document is an engine write: a durable redb commit, which empties the journal.
+    assert!(kb.remove_document("notes/a").unwrap());
+    assert_eq!(journal_bytes(), 0, "an engine write is committed durably");
+    assert!(kb.retrieve_document("notes/a").is_err());
+}

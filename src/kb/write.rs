@@ -157,7 +157,14 @@ impl Kb {
         }
         let turn = self.loaded_index_turn()?;
         let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        let journaled = journal.as_ref().is_some_and(|j| !j.checkpoint_due());
+        // Engine writes (imports, gc…) commit durably in redb: logging a bulk import for the
+        // journal would hold a second copy of every change in memory. They are never joined by
+        // other batches (only the daemon's grouped writes are), so the first batch decides.
+        let journaled = journal.as_ref().is_some_and(|j| !j.checkpoint_due())
+            && batch
+                .iter()
+                .flatten()
+                .all(|PreparedWrite(op)| op.journaled());
         let txn = self.begin_write()?;
         let (changes, record) = {
             let mut t = WriteTables::open_logging(&txn, now(), journaled)?;

@@ -130,6 +130,14 @@ pub enum EngineOutcome {
     Done,
 }
 
+impl PreparedOp {
+    /// Whether the write may go through the daemon's journal (every write but the engine's
+    /// own, which commit durably in redb).
+    pub(crate) fn journaled(&self) -> bool {
+        !matches!(self, PreparedOp::Engine(_))
+    }
+}
+
 /// Validate a write without touching the store.
 pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
     match op {
