@@ -39,7 +39,7 @@ pub(crate) struct Prepared {
     pub(crate) attach: bool,
 }
 
-pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
+pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared> {
     let (section_type, kind) = parse_type(req.section_type.as_deref())?;
     if req.content.len() as u64 > limits.max_content_bytes {
         return Err(KbError::invalid(
@@ -53,8 +53,8 @@ pub(crate) fn prepare(req: LearnRequest, limits: &Limits) -> Result<Prepared> {
     }
     let mut title = validate_line("title", req.title.as_deref(), MAX_TITLE_CHARS)?;
     let description = validate_description(req.description.as_deref())?;
-    if let Some(d) = &req.docid {
-        validate_docid(d)?;
+    if let Some(d) = &mut req.docid {
+        *d = crate::types::validate::docid(d)?.into_owned();
     }
     let tags = validate_tags(&req.tags)?;
     let source = validate_line("source", req.source.as_deref(), MAX_SOURCE_CHARS)?;

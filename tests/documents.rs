@@ -195,3 +195,35 @@ fn content_composes_documents_and_sections_and_docs_lists_them() {
         serde_json::json!({"docid": "de", "title": "Überblick", "sections": 2, "updated_at": docs[1]["updated_at"].clone()})
     );
 }
+
+#[test]
+fn a_docid_typed_with_a_combining_accent_names_the_same_document_as_a_precomposed_one() {
+    let db = TestDb::new();
+    let nfc = "menus/caf\u{e9}";
+    let nfd = "menus/cafe\u{301}";
+    let f = db.tmp.path().join("menu.md");
+    std::fs::write(&f, "# Espresso\nDouble shot.\n\n# Latte\nSteamed milk.\n").unwrap();
+    let first = split(&db, f.to_str().unwrap(), nfd);
+    assert_eq!(first["docid"], nfc, "the docid is stored in NFC");
+    // Learning again under the other spelling updates the same document.
+    let again = split(&db, f.to_str().unwrap(), nfc);
+    assert_eq!(again["docid"], nfc);
+    assert_eq!(again["added"], 0, "{again}");
+    for typed in [nfc, nfd] {
+        let doc = db.json(&["retrieve", "--docid", typed]);
+        assert_eq!(doc["docid"], nfc, "{doc}");
+        assert_eq!(
+            doc["kbids"],
+            first["sections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["kbid"].clone())
+                .collect::<Value>()
+        );
+        let hits = db.json(&["search", "steamed", "--docid", typed]);
+        assert_eq!(hits["total"], 1, "search --docid {typed:?}: {hits}");
+        assert_eq!(db.json(&["doc", "show", typed])["id"], nfc);
+    }
+    db.assert_checks_clean("after learning under both spellings");
+}

@@ -279,8 +279,9 @@ pub(crate) fn apply(
     outcome(d.changed || d.added > 0, Some(d))
 }
 
-/// Check an edit before its transaction (what needs no store).
-pub(crate) fn prepare(docid: &str, edit: &DocEdit) -> Result<()> {
-    validate::validate_docid(docid)?;
-    edit.validate()
+/// Check an edit before its transaction (what needs no store); returns the docid as stored.
+pub(crate) fn prepare(docid: &str, edit: &DocEdit) -> Result<String> {
+    let docid = validate::docid(docid)?.into_owned();
+    edit.validate()?;
+    Ok(docid)
 }

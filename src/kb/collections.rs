@@ -74,7 +74,7 @@ impl Kb {
     }
 
     pub(super) fn read_stored_doc(&self, docid: &str) -> Result<StoredDoc> {
-        crate::types::validate::validate_docid(docid)?;
+        let docid = &*crate::types::validate::docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let docs = txn.open_table(DOCUMENTS)?;
         let rec: DocumentRecord = match docs.get(docid)? {
@@ -355,6 +355,8 @@ impl Kb {
 
     /// Document ids with their model, optionally of one model or under a docid prefix.
     pub fn list_collection(&self, model: Option<&str>, prefix: Option<&str>) -> Result<Value> {
+        let prefix = prefix.map(crate::types::validate::docid_prefix);
+        let prefix = prefix.as_deref();
         let (guard, models) = self.doc_index()?;
         known_model(&models, model)?;
         let ix = guard.as_ref().expect("loaded above");
@@ -488,6 +490,7 @@ impl Kb {
     /// A document for reading: id, title, slug, meta, content (with its front matter
     /// rendered out), outline and model.
     pub fn document_json(&self, docid: &str) -> Result<Value> {
+        let docid = &*crate::types::validate::docid(docid)?;
         let doc = self.read_stored_doc(docid)?;
         let models = self.models()?;
         let model = models.model_for(docid, &doc.meta).name.clone();
@@ -512,6 +515,7 @@ impl Kb {
     /// The typed instance: the document with its sections by heading, relationships and
     /// validation (`kbdb://models/{model}/{docid}`).
     pub fn model_instance(&self, model_name: &str, docid: &str) -> Result<Value> {
+        let docid = &*crate::types::validate::docid(docid)?;
         let mut v = self.document_json(docid)?;
         if !v["model"]
             .as_str()
@@ -547,6 +551,7 @@ impl Kb {
     /// One section of a document by heading (case-insensitive; the first that matches), with
     /// its sub-sections.
     pub fn section_by_heading(&self, docid: &str, heading: &str) -> Result<String> {
+        let docid = &*crate::types::validate::docid(docid)?;
         let doc = self.read_stored_doc(docid)?;
         doc.find_heading(heading)
             .map(|i| doc.section_with_children(i))

@@ -51,6 +51,7 @@ impl Kb {
 
     /// The document record with its ordered sections.
     pub fn retrieve_document(&self, docid: &str) -> Result<DocumentView> {
+        let docid = &*types::validate::docid(docid)?;
         self.with_document(docid, |t, doc| Self::document_view(t, docid, doc))
     }
 
@@ -60,7 +61,7 @@ impl Kb {
         docid: &str,
         then: impl FnOnce(&ReadTables, types::records::DocumentRecord) -> Result<T>,
     ) -> Result<T> {
-        types::validate::validate_docid(docid)?;
+        let docid = &*types::validate::docid(docid)?;
         let txn = self.db()?.begin_read()?;
         let t = ReadTables::open(&txn)?;
         let doc = t

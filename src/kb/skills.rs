@@ -177,6 +177,7 @@ impl Kb {
 
     /// `agent-get`: the agent with its skills resolved (a deleted skill has `name: null`).
     pub fn agent_get(&self, docid: &str) -> Result<AgentDefinition> {
+        let docid = &*crate::types::validate::docid(docid)?;
         let (doc, kbids) = self.document_record(docid)?;
         let not_agent = || KbError::NotFound(format!("Agent not found: {docid}"));
         if doc.doc_type != AGENT_TYPE {

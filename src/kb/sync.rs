@@ -287,7 +287,7 @@ impl Kb {
 
     /// The file record of a synced document (None: the document does not come from a file).
     pub fn sync_record(&self, docid: &str) -> Result<Option<FileRecord>> {
-        validate::validate_docid(docid)?;
+        let docid = &*validate::docid(docid)?;
         let txn = self.db()?.begin_read()?;
         records::get_file(&txn.open_table(SYNC_FILES)?, docid)
     }
@@ -703,17 +703,16 @@ mod tests {
     }
 
     #[test]
-    fn a_record_made_under_another_unicode_spelling_moves_to_the_nfc_docid() {
+    fn a_sync_write_under_another_unicode_spelling_lands_on_the_nfc_docid() {
         let (_tmp, kb, dir) = setup();
         let nfd = "cafe\u{301}";
         std::fs::write(dir.join(format!("{nfd}.md")), "# Caf\n\nx\n").unwrap();
         kb.sync(&req(&dir, Some("n"), None)).unwrap();
         assert_eq!(docids(&kb), ["n/a", "n/caf\u{e9}", "n/sub/b"]);
-        // As a sync before docids were normalised left it: the record under the NFD docid.
-        let rec = kb.sync_record("n/caf\u{e9}").unwrap().unwrap();
+        let rec = kb.sync_record(&format!("n/{nfd}")).unwrap().unwrap();
         kb.write_group(vec![
             WriteOp::Sync(SyncOp::Remove {
-                docid: "n/caf\u{e9}".into(),
+                docid: format!("n/{nfd}"),
                 expected: rec.hash.clone(),
             }),
             WriteOp::Sync(SyncOp::File {
@@ -724,11 +723,64 @@ mod tests {
             }),
         ])
         .unwrap();
-        assert_eq!(docids(&kb), ["n/a", format!("n/{nfd}").as_str(), "n/sub/b"]);
-        let r = kb.sync(&req(&dir, None, None)).unwrap();
-        assert_eq!((r.added, r.removed), (1, 1), "{r:?}");
         assert_eq!(docids(&kb), ["n/a", "n/caf\u{e9}", "n/sub/b"]);
         let r = kb.sync(&req(&dir, None, None)).unwrap();
         assert_eq!(r.transactions, 0, "{r:?}");
+    }
+
+    #[test]
+    fn a_synced_document_stored_under_another_unicode_spelling_is_moved_by_migration_14() {
+        let (_tmp, kb, dir) = setup();
+        let nfd = "n/cafe\u{301}";
+        let nfc = "n/caf\u{e9}";
+        std::fs::write(dir.join("cafe\u{301}.md"), "# Caf\n\nx\n").unwrap();
+        kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        let db_dir = kb.dir().to_path_buf();
+        drop(kb);
+        {
+            // As a version that stored docids as typed could have left it.
+            let db = redb::Database::create(db_dir.join(crate::store::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            for name in [
+                crate::store::tables::DOCUMENTS,
+                crate::store::tables::SYNC_FILES,
+            ] {
+                let mut t = txn.open_table(name).unwrap();
+                let bytes = t.remove(nfc).unwrap().unwrap().value().to_vec();
+                t.insert(nfd, bytes.as_slice()).unwrap();
+            }
+            {
+                let mut doc_sections = txn
+                    .open_multimap_table(crate::store::tables::DOC_SECTIONS)
+                    .unwrap();
+                let kbids: Vec<String> = doc_sections
+                    .remove_all(nfc)
+                    .unwrap()
+                    .map(|v| v.unwrap().value().to_string())
+                    .collect();
+                let mut section_docs = txn
+                    .open_multimap_table(crate::store::tables::SECTION_DOCS)
+                    .unwrap();
+                for k in &kbids {
+                    doc_sections.insert(nfd, k.as_str()).unwrap();
+                    section_docs.remove(k.as_str(), nfc).unwrap();
+                    section_docs.insert(k.as_str(), nfd).unwrap();
+                }
+            }
+            txn.open_table(crate::store::tables::META)
+                .unwrap()
+                .insert(
+                    crate::store::tables::META_SCHEMA_VERSION,
+                    13u32.to_le_bytes().as_slice(),
+                )
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let kb = Kb::open(&db_dir).unwrap();
+        assert_eq!(docids(&kb), ["n/a", nfc, "n/sub/b"]);
+        assert!(kb.sync_record(nfc).unwrap().is_some(), "the record moved");
+        let r = kb.sync(&req(&dir, None, None)).unwrap();
+        assert_eq!(r.transactions, 0, "nothing to sync again: {r:?}");
+        assert!(kb.check().unwrap().ok);
     }
 }

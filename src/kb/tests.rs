@@ -1280,3 +1280,140 @@ fn the_engines_own_writes_commit_durably_instead_of_through_the_journal() {
     assert_eq!(journal_bytes(), 0, "an engine write is committed durably");
     assert!(kb.retrieve_document("notes/a").is_err());
 }
+
+/// Rename a document in the raw tables, as a version that stored docids as typed would have
+/// left it.
+fn rename_raw(txn: &redb::WriteTransaction, from: &str, to: &str) {
+    use redb::ReadableMultimapTable;
+    let mut docs = txn.open_table(DOCUMENTS).unwrap();
+    let bytes = docs.remove(from).unwrap().unwrap().value().to_vec();
+    docs.insert(to, bytes.as_slice()).unwrap();
+    let mut doc_sections = txn.open_multimap_table(DOC_SECTIONS).unwrap();
+    let kbids: Vec<String> = doc_sections
+        .get(from)
+        .unwrap()
+        .map(|v| v.unwrap().value().to_string())
+        .collect();
+    doc_sections.remove_all(from).unwrap();
+    let mut section_docs = txn.open_multimap_table(SECTION_DOCS).unwrap();
+    for k in &kbids {
+        doc_sections.insert(to, k.as_str()).unwrap();
+        section_docs.remove(k.as_str(), from).unwrap();
+        section_docs.insert(k.as_str(), to).unwrap();
+    }
+}
+
+#[test]
+fn migration_14_stores_every_docid_in_nfc_and_keeps_both_documents_of_a_collision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let doc = |docid: &str, text: &str| LearnRequest {
+        docid: Some(docid.into()),
+        ..LearnRequest::text(text)
+    };
+    let nfc = "a/caf\u{e9}";
+    let nfd = "a/cafe\u{301}";
+    let espresso = kb.learn(doc(nfc, "# Espresso\n\nespresso beans")).unwrap();
+    kb.learn(doc("b/caf\u{e9}", "# Latte\n\nlatte milk"))
+        .unwrap();
+    let mocha = kb
+        .learn(doc("b/other", "# Mocha\n\nmocha chocolate"))
+        .unwrap();
+    let linker = kb
+        .learn(doc(
+            "notes/one",
+            "# Links\n\nsee [[a/caf\u{e9}#Espresso]] daily",
+        ))
+        .unwrap();
+    drop(kb);
+    {
+        // Pretend the database predates migration 14, which stored docids as typed.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        rename_raw(&txn, nfc, nfd);
+        rename_raw(&txn, "b/other", "b/cafe\u{301}");
+        {
+            let mut refs_out = txn.open_table(REFS_OUT).unwrap();
+            let mut marker: crate::text::markers::Marker = types::records::decode(
+                "refs_out",
+                "",
+                refs_out
+                    .get((linker.kbid.as_str(), 0))
+                    .unwrap()
+                    .unwrap()
+                    .value(),
+            )
+            .unwrap();
+            let mut refs_in = txn.open_multimap_table(REFS_IN).unwrap();
+            refs_in
+                .remove(marker.target.key().as_str(), linker.kbid.as_str())
+                .unwrap();
+            let crate::text::markers::Target::Document { docid, .. } = &mut marker.target else {
+                panic!("a document reference")
+            };
+            *docid = nfd.into();
+            refs_out
+                .insert(
+                    (linker.kbid.as_str(), 0),
+                    types::records::encode(&marker).as_slice(),
+                )
+                .unwrap();
+            refs_in
+                .insert(marker.target.key().as_str(), linker.kbid.as_str())
+                .unwrap();
+        }
+        set_schema_version(&txn, 13);
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    // Either spelling finds the renamed document.
+    for typed in [nfc, nfd] {
+        let view = kb.retrieve_document(typed).unwrap();
+        assert_eq!(view.docid, nfc);
+        assert_eq!(view.kbids, vec![espresso.kbid.clone()]);
+        let hits = kb
+            .search(&SearchRequest {
+                query: "espresso".into(),
+                docid: Some(typed.into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(hits.total, 1, "the docid filter in {typed:?} form");
+    }
+    // The collision: the NFC name was taken, so the other document got the next free name.
+    assert_eq!(
+        kb.retrieve_document("b/caf\u{e9}-2").unwrap().kbids,
+        vec![mocha.kbid.clone()]
+    );
+    let mocha_hits = kb
+        .search(&SearchRequest {
+            query: "mocha".into(),
+            docid: Some("b/caf\u{e9}-2".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(mocha_hits.total, 1, "the lexical index re-read the docids");
+    // The reference names the NFC docid, so the heading it links to is referenced again.
+    let req = RecallRequest::new(Some(espresso.kbid.clone()), None, Some(1), None).unwrap();
+    let Recalled::One(item) = kb.recall(&req).unwrap() else {
+        panic!("one kbid gives one object")
+    };
+    assert_eq!(
+        item.back_references.unwrap()[0].kbid,
+        Some(linker.kbid.clone())
+    );
+    let db = kb.db().unwrap();
+    let txn = db.begin_read().unwrap();
+    let docs = txn.open_table(DOCUMENTS).unwrap();
+    for row in docs.iter().unwrap() {
+        let (k, _) = row.unwrap();
+        let d = k.value();
+        assert_eq!(&*crate::types::validate::nfc(d), d, "stored docid {d:?}");
+    }
+    let check = kb.check().unwrap();
+    assert!(check.ok, "{check:?}");
+}

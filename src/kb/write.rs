@@ -274,7 +274,7 @@ impl Kb {
         doc_type: &str,
         metadata: Option<String>,
     ) -> Result<()> {
-        types::validate::validate_docid(docid)?;
+        let docid = &*types::validate::docid(docid)?;
         self.write_engine(writes::EngineOp::SetDocument {
             docid: docid.to_string(),
             kbids,
@@ -302,7 +302,7 @@ impl Kb {
     /// holds and that were not learned on their own are removed with it. The same primitive
     /// as a collection document's delete, without the write-back to a synced file.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {
-        types::validate::validate_docid(docid)?;
+        let docid = &*types::validate::docid(docid)?;
         match self.write_engine(writes::EngineOp::RemoveDocument(docid.to_string()))? {
             writes::EngineOutcome::Removed(removed) => Ok(removed),
             _ => Err(KbError::Storage("unexpected write outcome".into())),

@@ -380,13 +380,14 @@ impl Filters {
             Some(t) => Some(crate::types::section_type::parse_type(Some(t))?.0),
             None => None,
         };
-        if let Some(d) = &req.docid {
-            crate::types::validate::validate_docid(d)?;
-        }
+        let docid = match &req.docid {
+            Some(d) => Some(crate::types::validate::docid(d)?.into_owned()),
+            None => None,
+        };
         Ok(Filters {
             tags,
             section_type,
-            docid: req.docid.clone(),
+            docid,
             documents: None,
         })
     }
@@ -492,7 +493,10 @@ pub(crate) fn run(
         ));
     }
     let Filters {
-        tags, section_type, ..
+        tags,
+        section_type,
+        docid,
+        ..
     } = Filters::of(req)?;
     let floor = min_score(req)?;
 
@@ -522,7 +526,7 @@ pub(crate) fn run(
     if let Some(t) = &section_type {
         filters.push(query::filter(fields.section_type, t));
     }
-    if let Some(d) = &req.docid {
+    if let Some(d) = &docid {
         filters.push(query::filter(fields.docids, d));
     }
     if let Some(allowed) = documents {

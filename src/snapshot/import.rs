@@ -493,12 +493,14 @@ fn read_document(
     imported: &HashSet<String>,
 ) -> std::result::Result<(DocumentManifest, Vec<String>), String> {
     let mut doc: DocumentManifest = read_toml(path, MAX_LIST_BYTES)?;
-    validate::validate_docid(&doc.docid).map_err(|e| e.to_string())?;
+    doc.docid = validate::docid(&doc.docid)
+        .map_err(|e| e.to_string())?
+        .into_owned();
     let rel = path
         .strip_prefix(docs_root)
         .map_err(|_| "is outside documents/".to_string())?
         .with_extension("");
-    let rel = rel.to_string_lossy().replace('\\', "/");
+    let rel = validate::nfc(&rel.to_string_lossy().replace('\\', "/")).into_owned();
     if rel != doc.docid {
         return Err(format!(
             "declares docid {:?} but its path says {rel:?}",

@@ -124,7 +124,7 @@ pub(crate) fn prepare_text(
     text: &str,
     limits: &Limits,
 ) -> Result<(PreparedDocument, Option<Syntax>)> {
-    validate::validate_docid(docid)?;
+    let docid = validate::docid(docid)?;
     let (front, body) = frontmatter::split(text).map_err(|e| KbError::invalid("content", e))?;
     let syntax = front.as_ref().map(|f| f.syntax);
     let meta = front.map(|f| f.meta).unwrap_or_default();
@@ -162,18 +162,18 @@ pub(crate) fn prepare(op: SyncOp, limits: &Limits) -> Result<PreparedSync> {
             let (doc, syntax) = prepare_text(&docid, &text, limits)?;
             record.front_matter = syntax_name(syntax);
             PreparedSync::File {
-                docid,
+                docid: doc.docid.clone(),
                 record,
                 expected,
                 doc: Box::new(doc),
             }
         }
-        SyncOp::Touch { docid, record } => {
-            validate::validate_docid(&docid)?;
-            PreparedSync::Touch { docid, record }
-        }
+        SyncOp::Touch { docid, record } => PreparedSync::Touch {
+            docid: validate::docid(&docid)?.into_owned(),
+            record,
+        },
         SyncOp::Remove { docid, expected } => {
-            validate::validate_docid(&docid)?;
+            let docid = validate::docid(&docid)?.into_owned();
             PreparedSync::Remove { docid, expected }
         }
         SyncOp::Forget { dir } => PreparedSync::Forget { dir },

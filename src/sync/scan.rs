@@ -55,11 +55,7 @@ pub fn docid_of(prefix: &str, rel: &str) -> String {
 
 /// `s` in Unicode Normalization Form C.
 pub fn nfc(s: &str) -> String {
-    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
-    match is_nfc_quick(s.chars()) {
-        IsNormalized::Yes => s.to_string(),
-        _ => s.nfc().collect(),
-    }
+    crate::types::validate::nfc(s).into_owned()
 }
 
 /// The ignore rules of one synced folder; ignore files are read once per folder and cached.

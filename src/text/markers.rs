@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::types::kbid::is_kbid;
-use crate::types::validate::validate_docid;
 
 /// How a reference was written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -509,7 +508,7 @@ fn kbdb_uri(uri: &str) -> Option<Target> {
         Some((d, a)) => (d.to_string(), nonempty_slug(a)),
         None => (rest.clone(), None),
     };
-    validate_docid(&docid).ok()?;
+    let docid = stored_docid(&docid)?;
     Some(Target::Document { docid, anchor })
 }
 
@@ -525,8 +524,15 @@ fn wiki_target(inner: &str, base: Option<&str>) -> Option<Target> {
     } else {
         docid.to_string()
     };
-    validate_docid(&docid).ok()?;
+    let docid = stored_docid(&docid)?;
     Some(Target::Document { docid, anchor })
+}
+
+/// A docid named in a reference, as the store keys it (NFC), or None when it is no docid.
+fn stored_docid(docid: &str) -> Option<String> {
+    crate::types::validate::docid(docid)
+        .ok()
+        .map(|d| d.into_owned())
 }
 
 fn nonempty_slug(anchor: &str) -> Option<String> {
@@ -554,9 +560,7 @@ fn resolve_relative(base: &str, stem: &str) -> Option<String> {
             s => segs.push(s),
         }
     }
-    let docid = segs.join("/");
-    validate_docid(&docid).ok()?;
-    Some(docid)
+    stored_docid(&segs.join("/"))
 }
 
 /// `%XX` escapes decoded (two hex digits each). Anything else — a `%` not followed by two hex

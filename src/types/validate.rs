@@ -12,6 +12,32 @@ pub const MAX_SOURCE_CHARS: usize = 1024;
 /// Largest document metadata, as JSON text.
 pub const MAX_METADATA_BYTES: usize = 64 * 1024;
 
+/// A docid as the store keys it: `docid` checked by [`validate_docid`] and put in Unicode
+/// Normalization Form C, so `café` typed with a combining accent and with a precomposed `é`
+/// name the same document (a file name from macOS and one from Linux, a pasted link and a
+/// typed one). Every entry that takes a docid from a user goes through here; the store holds
+/// only NFC docids (migration 0014 renamed older ones). Borrowed when already NFC.
+pub fn docid(docid: &str) -> Result<std::borrow::Cow<'_, str>> {
+    let docid = nfc(docid);
+    validate_docid(&docid)?;
+    Ok(docid)
+}
+
+/// A docid prefix (a filter, or a synced folder's prefix) in NFC, so it matches the NFC docids
+/// the store holds. Only its length is checked: a prefix may end in the middle of a segment.
+pub fn docid_prefix(prefix: &str) -> std::borrow::Cow<'_, str> {
+    nfc(prefix)
+}
+
+/// `s` in Unicode Normalization Form C (borrowed when it already is).
+pub fn nfc(s: &str) -> std::borrow::Cow<'_, str> {
+    use unicode_normalization::{IsNormalized, UnicodeNormalization, is_nfc_quick};
+    match is_nfc_quick(s.chars()) {
+        IsNormalized::Yes => std::borrow::Cow::Borrowed(s),
+        _ => std::borrow::Cow::Owned(s.nfc().collect()),
+    }
+}
+
 /// A docid is a printable, relative, folder-safe path: it may contain `/` between non-empty
 /// segments, but never `..`/`.` segments, a leading `/`, a backslash, or control characters.
 pub fn validate_docid(docid: &str) -> Result<()> {

@@ -147,7 +147,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             Ok(PreparedOp::Unlearn(kbid))
         }
         WriteOp::EditDocument { docid, edit } => {
-            crate::collections::edit::prepare(&docid, &edit)?;
+            let docid = crate::collections::edit::prepare(&docid, &edit)?;
             Ok(PreparedOp::Edit {
                 docid,
                 edit,
@@ -163,7 +163,7 @@ pub(crate) fn prepare(op: WriteOp, limits: &Limits) -> Result<PreparedOp> {
             metadata,
             tags,
         } => {
-            validate::validate_docid(&docid)?;
+            let docid = validate::docid(&docid)?.into_owned();
             let tags = validate::validate_tags(&tags)?;
             let title =
                 validate::validate_line("title", title.as_deref(), validate::MAX_TITLE_CHARS)?;

@@ -218,6 +218,10 @@ impl ModelDef {
     /// The docid folder new documents of this model go in and slugs resolve under: the prefix,
     /// or the literal leading segments of the pattern (`stories/*` → `stories/`), or "".
     pub fn docid_prefix(&self) -> String {
+        crate::types::validate::nfc(&self.docid_prefix_as_written()).into_owned()
+    }
+
+    fn docid_prefix_as_written(&self) -> String {
         if let Some(p) = &self.prefix {
             return p.clone();
         }

@@ -19,6 +19,8 @@ enum Seg {
 
 impl Glob {
     pub(super) fn compile(p: &str) -> Result<Glob, String> {
+        // Stored docids are NFC; a pattern typed in another form must still match them.
+        let p = &*crate::types::validate::nfc(p);
         if p.is_empty() {
             return Err(
                 "must not be empty (leave it out for a model chosen only by _model)".into(),

@@ -301,6 +301,7 @@ fn bare_dest(dest: &str, base: &str) -> Option<String> {
         return document_of(&format!("[x]({path}.md)"), base);
     }
     let docid = path.trim_start_matches('/');
-    crate::types::validate::validate_docid(docid).ok()?;
-    Some(docid.to_string())
+    crate::types::validate::docid(docid)
+        .ok()
+        .map(|d| d.into_owned())
 }

@@ -16,6 +16,7 @@ mod m0010_content_seq;
 mod m0011_source_keys_in_memory;
 mod m0012_journal;
 mod m0013_collect_detached;
+mod m0014_nfc_docids;
 
 use redb::WriteTransaction;
 
@@ -92,5 +93,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 13,
         name: "collect_detached",
         apply: m0013_collect_detached::apply,
+    },
+    Migration {
+        version: 14,
+        name: "nfc_docids",
+        apply: m0014_nfc_docids::apply,
     },
 ];
