@@ -1417,3 +1417,45 @@ fn migration_14_stores_every_docid_in_nfc_and_keeps_both_documents_of_a_collisio
     let check = kb.check().unwrap();
     assert!(check.ok, "{check:?}");
 }
+
+#[test]
+fn check_compares_a_record_without_checksum_with_the_lexical_index() {
+    // Records an older kbdb wrote (version 1) carry no checksum: a title changed in place is
+    // found by comparing the record with the lexical index, its one other copy.
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let r = kb
+        .learn(LearnRequest {
+            title: Some("Zebraheading".into()),
+            ..LearnRequest::text("plain words here")
+        })
+        .unwrap();
+    drop(kb);
+    {
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            let mut rec: types::records::SectionRecord = types::records::decode(
+                "sections",
+                &r.kbid,
+                sections.get(r.kbid.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            rec.title = Some("ZebraQeading".into());
+            let mut v1 = vec![1u8];
+            v1.extend(postcard::to_stdvec(&rec).unwrap());
+            sections.insert(r.kbid.as_str(), v1.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    let check = kb.check().unwrap();
+    assert!(!check.ok);
+    assert!(
+        check.errors.iter().any(|f| f.kind == "record_mismatch"
+            && f.entity == r.kbid
+            && f.detail.contains("ZebraQeading")),
+        "{check:?}"
+    );
+}

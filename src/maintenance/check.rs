@@ -426,6 +426,9 @@ pub(crate) fn check(
             if sections_checked.is_multiple_of(1024) {
                 progress(sections_checked, total);
             }
+            // The section is in the store even when its record is damaged: the index holding
+            // it is no second finding.
+            store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
             let rec: SectionRecord = match decode("sections", id, v.value()) {
                 Ok(rec) => rec,
                 Err(e) => {
@@ -437,7 +440,6 @@ pub(crate) fn check(
                     continue;
                 }
             };
-            store_keys.insert(crate::index::lexical::kbid_key(id), id.to_string());
             headings.insert(id.to_string(), rec.title.clone());
             if let Some(key) = &rec.source_key {
                 source_keys

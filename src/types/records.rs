@@ -1,12 +1,19 @@
-//! Stored records. Each is encoded as one version byte followed by postcard; a schema change
-//! adds a new version and a migration (see migrations/ and docs/storage.md).
+//! Stored records. Each is encoded as one version byte, postcard, and (from version 2) a CRC-32
+//! of both, so a flipped byte in a record is reported as damage instead of read as another
+//! value (a changed source key, tag or title has no other copy to be compared with). A schema
+//! change adds a new version and a migration (see migrations/ and docs/storage.md).
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::error::{KbError, Result};
 
-/// Current version byte of every record type.
-pub const RECORD_VERSION: u8 = 1;
+/// Current version byte of every record type: postcard followed by a CRC-32 (little-endian) of
+/// the version byte and the postcard bytes (migration 0015).
+pub const RECORD_VERSION: u8 = 2;
+/// Records written before migration 0015: the version byte and postcard, no checksum. They are
+/// still read, and gain a checksum when they are next written.
+const RECORD_VERSION_UNCHECKED: u8 = 1;
+const CHECKSUM_BYTES: usize = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SectionRecord {
@@ -144,6 +151,8 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = vec![RECORD_VERSION];
     // Serialising plain structs into a Vec cannot fail.
     out.extend(postcard::to_stdvec(value).expect("postcard serialisation of a record"));
+    let crc = crc32fast::hash(&out);
+    out.extend(crc.to_le_bytes());
     out
 }
 
@@ -154,7 +163,21 @@ pub fn decode<T: DeserializeOwned>(table: &'static str, key: &str, bytes: &[u8])
         detail,
     };
     match bytes.split_first() {
-        Some((&RECORD_VERSION, rest)) => {
+        Some((&RECORD_VERSION, _)) => {
+            if bytes.len() < 1 + CHECKSUM_BYTES {
+                return Err(corrupt("record shorter than its checksum".into()));
+            }
+            let (body, sum) = bytes.split_at(bytes.len() - CHECKSUM_BYTES);
+            let stored = u32::from_le_bytes(sum.try_into().expect("4 bytes"));
+            let actual = crc32fast::hash(body);
+            if stored != actual {
+                return Err(corrupt(format!(
+                    "record checksum mismatch (stored {stored:08x}, computed {actual:08x}): the record was damaged"
+                )));
+            }
+            postcard::from_bytes(&body[1..]).map_err(|e| corrupt(e.to_string()))
+        }
+        Some((&RECORD_VERSION_UNCHECKED, rest)) => {
             postcard::from_bytes(rest).map_err(|e| corrupt(e.to_string()))
         }
         Some((v, _)) => Err(corrupt(format!(
@@ -181,5 +204,31 @@ mod tests {
         let mut future = b.clone();
         future[0] = 9;
         assert!(decode::<ChangeRecord>("changes", "1", &future).is_err());
+    }
+
+    #[test]
+    fn every_flipped_bit_of_a_record_is_reported_and_unchecked_records_still_read() {
+        let c = ChangeRecord {
+            kind: ChangeKind::DocumentChanged,
+            id: "notes/deploy".into(),
+            at: "2026-01-01T00:00:00.000Z".into(),
+        };
+        let b = encode(&c);
+        for byte in 1..b.len() {
+            for bit in 0..8 {
+                let mut damaged = b.clone();
+                damaged[byte] ^= 1 << bit;
+                let e = decode::<ChangeRecord>("changes", "7", &damaged).unwrap_err();
+                assert!(
+                    matches!(e, KbError::Corrupt { .. }),
+                    "byte {byte} bit {bit}: {e}"
+                );
+            }
+        }
+        // A record an older kbdb wrote (version 1, no checksum) is read as it is.
+        let mut old = vec![RECORD_VERSION_UNCHECKED];
+        old.extend(postcard::to_stdvec(&c).unwrap());
+        assert_eq!(decode::<ChangeRecord>("changes", "7", &old).unwrap(), c);
+        assert!(decode::<ChangeRecord>("changes", "7", &b[..3]).is_err());
     }
 }

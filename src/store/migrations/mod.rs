@@ -17,6 +17,7 @@ mod m0011_source_keys_in_memory;
 mod m0012_journal;
 mod m0013_collect_detached;
 mod m0014_nfc_docids;
+mod m0015_record_checksums;
 
 use redb::WriteTransaction;
 
@@ -98,5 +99,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 14,
         name: "nfc_docids",
         apply: m0014_nfc_docids::apply,
+    },
+    Migration {
+        version: 15,
+        name: "record_checksums",
+        apply: m0015_record_checksums::apply,
     },
 ];
