@@ -1644,3 +1644,27 @@ fn a_database_folder_other_users_can_write_is_refused_with_the_fix() {
     let m = std::fs::metadata(&fresh.dir).unwrap().permissions().mode();
     assert_eq!(m & 0o022, 0, "{m:o}");
 }
+
+#[test]
+fn a_stopped_daemon_leaves_the_database_file_cleanly_shut() {
+    // A file a process left open for writing is marked for recovery: the next open walks and
+    // verifies every page (slow on a large file; a refusal when one page is damaged), and a
+    // read-only open refuses it outright. A stopped daemon must close the file first, even
+    // while the thread answering `daemon stop` still holds the database (a race: several
+    // rounds).
+    let db = TestDb::new();
+    let file = db.dir.join("kbdb.redb");
+    for round in 0..8 {
+        for n in 0..5 {
+            db.learn(&[&format!("fact {n} of round {round} about shutdown")]);
+        }
+        db.assert_checks_clean("before the stop");
+        db.stop_daemon();
+        let opened = redb::ReadOnlyDatabase::open(&file);
+        assert!(
+            opened.is_ok(),
+            "round {round}: the file needs recovery after a clean stop: {:?}",
+            opened.err()
+        );
+    }
+}

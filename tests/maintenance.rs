@@ -1608,7 +1608,13 @@ fn check_reports_a_section_record_changed_in_place() {
     // test `maintenance::check` …`record_mismatch`).
     let db = TestDb::new();
     let titled = db.learn(&["plain words here", "--title", "Zebraheading"]);
-    let typed = db.learn(&["other plain words", "--type", "text/x-zebratype"]);
+    let typed = db.learn(&[
+        "other plain words",
+        "--type",
+        "text/x-zebratype",
+        "--tag",
+        "zebratag",
+    ]);
     db.learn(&["a third section"]);
     db.assert_checks_clean("before the damage");
     db.stop_daemon();
@@ -1636,5 +1642,6 @@ fn check_reports_a_section_record_changed_in_place() {
     };
     assert!(finding(&titled["kbid"]), "{v}");
     assert!(finding(&typed["kbid"]), "{v}");
+    // One finding each: the tag of the unreadable record is no second one.
     assert_eq!(v["errors"].as_array().unwrap().len(), 2, "{v}");
 }

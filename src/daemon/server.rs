@@ -519,8 +519,9 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         tracing::warn!("index flush at shutdown failed (it is replayed on the next open): {e}");
     }
     // The writer is done: make its journaled groups durable in redb, so a clean stop leaves
-    // nothing to replay (and the process exits without dropping the shared `Kb`).
-    if let Err(e) = kb.checkpoint_journal() {
+    // nothing to replay, and close the database (the process exits without dropping the
+    // shared `Kb`; redb marks the file cleanly shut only when its database is dropped).
+    if let Err(e) = kb.close() {
         tracing::warn!(
             "journal checkpoint at shutdown failed (it is replayed on the next open): {e}"
         );

@@ -1459,3 +1459,29 @@ fn check_compares_a_record_without_checksum_with_the_lexical_index() {
         "{check:?}"
     );
 }
+
+#[test]
+fn a_large_group_is_prepared_in_parallel_and_answers_in_the_order_of_its_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let reqs: Vec<LearnRequest> = (0..300)
+        .map(|i| {
+            if i == 150 {
+                LearnRequest::text("   ")
+            } else {
+                LearnRequest::text(format!("fact number {i} of the group"))
+            }
+        })
+        .collect();
+    let out = kb.learn_many(reqs).unwrap();
+    assert_eq!(out.len(), 300);
+    for (i, r) in out.iter().enumerate() {
+        if i == 150 {
+            assert_eq!(r.as_ref().unwrap_err().field(), Some("content"));
+            continue;
+        }
+        let kbid = &r.as_ref().unwrap().kbid;
+        let got = kb.read_sections(&[kbid.as_str()]).unwrap();
+        assert_eq!(got[0].content, format!("fact number {i} of the group"));
+    }
+}

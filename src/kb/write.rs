@@ -58,8 +58,63 @@ impl Kb {
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         self.check_batch(ops.len())?;
-        let prepared = ops.into_iter().map(|op| self.prepare_write(op)).collect();
+        let prepared = self.prepare_writes(ops);
         self.write_prepared_unindexed(prepared)
+    }
+
+    /// `prepare_write` for each write of a group, on every core: preparing (hashing, shingling,
+    /// reference markers, near-duplicate candidates) costs more per section than applying it,
+    /// and a bulk load's group would otherwise prepare on one core while the others wait.
+    /// Results keep the writes' order.
+    fn prepare_writes(&self, ops: Vec<WriteOp>) -> Vec<Result<PreparedWrite>> {
+        /// Fewer writes than this per thread are prepared where they are (a thread costs more).
+        const MIN_PER_THREAD: usize = 64;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(ops.len() / MIN_PER_THREAD);
+        if threads <= 1 {
+            return ops.into_iter().map(|op| self.prepare_write(op)).collect();
+        }
+        let per = ops.len().div_ceil(threads);
+        let mut chunks: Vec<Vec<WriteOp>> = Vec::with_capacity(threads);
+        let mut ops = ops.into_iter();
+        loop {
+            let chunk: Vec<WriteOp> = ops.by_ref().take(per).collect();
+            if chunk.is_empty() {
+                break;
+            }
+            chunks.push(chunk);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    let len = chunk.len();
+                    let h = s.spawn(move || {
+                        chunk
+                            .into_iter()
+                            .map(|op| self.prepare_write(op))
+                            .collect::<Vec<_>>()
+                    });
+                    (len, h)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(len, h)| match h.join() {
+                    Ok(prepared) => prepared,
+                    // A panic while preparing is a bug: that thread's writes fail (one result
+                    // each), the others go on.
+                    Err(_) => (0..len)
+                        .map(|_| {
+                            Err(KbError::Storage(
+                                "a write could not be prepared (internal error)".into(),
+                            ))
+                        })
+                        .collect(),
+                })
+                .collect()
+        })
     }
 
     /// The batch limit of one write group (`limits.max_batch`).
@@ -380,6 +435,26 @@ impl Kb {
         }
         drop(slot);
         self.recover_locks();
+    }
+
+    /// Close the knowledge base for good while others may still hold it (a stopping daemon,
+    /// whose threads share it): make the journaled writes durable, commit the lexical index,
+    /// then close the database so redb marks the file cleanly shut (the next open then needs no
+    /// recovery walk). Later calls fail.
+    pub fn close(&self) -> Result<()> {
+        let journal = self.checkpoint_journal();
+        if journal.is_ok() {
+            // Nothing left to make durable: dropping the `Kb` later has no journal to flush.
+            self.journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+        }
+        if let Ok(mut l) = self.lexical.lock() {
+            let _ = l.commit();
+        }
+        self.store.shut();
+        journal
     }
 
     /// Make every journaled write durable in redb and empty the journal (a clean stop leaves

@@ -416,6 +416,8 @@ pub(crate) fn check(
     let mut analyzer = crate::index::analyzer::analyzer();
     // (tag, kbid) pairs the records name, for the tags table.
     let mut tagged: HashSet<(String, String)> = HashSet::new();
+    // Sections whose record cannot be read (reported once, as such): their tags are unknown.
+    let mut unreadable: HashSet<String> = HashSet::new();
 
     let outcome = guarded(|| -> Result<()> {
         let total = t.sections.len()?;
@@ -437,6 +439,7 @@ pub(crate) fn check(
                         id,
                         format!("section record unreadable: {e}"),
                     );
+                    unreadable.insert(id.to_string());
                     continue;
                 }
             };
@@ -580,7 +583,7 @@ pub(crate) fn check(
                 let pair = (tag.value().to_string(), kbid.value().to_string());
                 if tagged.contains(&pair) {
                     listed += 1;
-                } else {
+                } else if !unreadable.contains(&pair.1) {
                     r.error(
                         "record_mismatch",
                         &pair.1,

@@ -282,6 +282,8 @@ enum Slot {
     ReadOnly(Handle),
     /// Neither could be opened.
     Closed,
+    /// Closed for good by [`Store::shut`]: never reopened.
+    Shut,
 }
 
 /// The redb database of a knowledge base, reopened after an I/O failure.
@@ -361,6 +363,18 @@ impl Store {
         }
     }
 
+    /// Close the database for good (a stopping daemon): wait a few seconds for the calls still
+    /// using it, then drop it. Dropping is what makes redb write its clean-shutdown header; a
+    /// process that exits while holding the database leaves the file marked for recovery, and
+    /// the next open walks and verifies every page (slow on a large file, and a refusal when
+    /// one page is damaged). Later calls fail instead of reopening it.
+    pub fn shut(&self) {
+        let mut slot = self.slot.write().unwrap_or_else(PoisonError::into_inner);
+        if let Slot::Writable(h) | Slot::ReadOnly(h) = std::mem::replace(&mut *slot, Slot::Shut) {
+            close(h);
+        }
+    }
+
     /// How many times the database was reopened for writing.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -372,12 +386,17 @@ impl Store {
         match &*slot {
             Slot::Writable(h) if h.healthy() => return Ok(h.db.clone()),
             Slot::ReadOnly(h) if h.healthy() && !for_write => return Ok(h.db.clone()),
+            Slot::Shut => {
+                return Err(KbError::Storage(
+                    "the database is closed (the daemon is stopping); retry".into(),
+                ));
+            }
             _ => {}
         }
         let was_writable = matches!(&*slot, Slot::Writable(_));
         match std::mem::replace(&mut *slot, Slot::Closed) {
             Slot::Writable(h) | Slot::ReadOnly(h) => close(h),
-            Slot::Closed => {}
+            Slot::Closed | Slot::Shut => {}
         }
         match open_writable(&self.dir, self.plan.as_ref()) {
             Ok(h) => {
