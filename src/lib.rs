@@ -50,6 +50,7 @@ pub use error::{KbError, Result};
 pub use kb::{Kb, PreparedWrite};
 pub use search::{SearchItem, SearchItems, SearchRequest, SearchResponse};
 pub use snapshot::export::ExportOptions;
+pub use process::disable_transparent_huge_pages;
 pub use snapshot::import::{ImportProblem, ImportResult};
 pub use types::*;
 pub use writes::{WriteOp, WriteOutcome};

@@ -7,5 +7,8 @@ mod cli;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    // Every command, not only the daemon: a bulk `learn --jsonl --embedded` spent a quarter of
+    // its time in the kernel zeroing fresh 2 MiB pages for the allocator (docs/performance.md).
+    kbdb::disable_transparent_huge_pages();
     std::process::exit(cli::run());
 }
