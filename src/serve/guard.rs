@@ -192,7 +192,14 @@ pub(super) async fn check(
         token_name: grant.name,
         read_only: grant.read_only,
     });
-    next.run(request).await
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    // rmcp answers a DELETE (the session is closed by then) with 202; clients expect 200 or
+    // 204 for a completed termination (the Python SDK logs a warning on any other).
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 #[cfg(test)]
