@@ -493,3 +493,55 @@ fn the_official_python_and_typescript_sdk_clients_work_over_http() {
         eprintln!("SKIP: no SDK client installed under {}", home.display());
     }
 }
+
+/// The session's own stream (GET /mcp): its `data:` events, read on a thread, as JSON.
+fn server_stream(s: &Session) -> std::sync::mpsc::Receiver<Value> {
+    let r = Client::builder()
+        .build()
+        .unwrap()
+        .get(&s.url)
+        .bearer_auth(&s.token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &s.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if let Some(v) = line
+                .strip_prefix("data:")
+                .and_then(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn a_subscribed_session_hears_of_a_change_made_by_another_process() {
+    let db = TestDb::new();
+    let t = token(&db, "watcher", true);
+    let served = Served::start(&db, &[]);
+    let mut s = Session::open(&served.url, &t);
+    let events = server_stream(&s);
+    let uri = "kbdb://document/notes/today";
+    let r = s.request_with(&t, "resources/subscribe", json!({"uri": uri}));
+    assert_eq!(r.status(), 200);
+    assert!(answer(r).get("result").is_some());
+    // Another process (the CLI, through the same daemon) writes the document.
+    db.learn(&["Standup moved to 10:00", "--docid", "notes/today"]);
+    let heard = loop {
+        match events.recv_timeout(Duration::from_secs(30)) {
+            Ok(v) if v["method"] == "notifications/resources/updated" => break v,
+            Ok(_) => continue,
+            Err(e) => panic!("no resources/updated notification: {e}"),
+        }
+    };
+    assert_eq!(heard["params"]["uri"], uri);
+}
