@@ -19,12 +19,20 @@ struct Served {
 
 impl Served {
     fn start(db: &TestDb, extra: &[&str]) -> Served {
-        let mut child = db
-            .process()
+        Served::spawn(db.process().stderr(Stdio::inherit()), extra)
+    }
+
+    /// With every log line on (KBDB_LOG=trace) written to `log`.
+    fn start_logging(db: &TestDb, log: &std::path::Path) -> Served {
+        let file = std::fs::File::create(log).unwrap();
+        Served::spawn(db.process().env("KBDB_LOG", "trace").stderr(file), &[])
+    }
+
+    fn spawn(command: &mut std::process::Command, extra: &[&str]) -> Served {
+        let mut child = command
             .args(["serve", "--listen", "127.0.0.1:0", "--format", "json"])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -544,4 +552,31 @@ fn a_subscribed_session_hears_of_a_change_made_by_another_process() {
         }
     };
     assert_eq!(heard["params"]["uri"], uri);
+}
+
+#[test]
+fn no_token_appears_in_the_log_even_at_trace_level() {
+    let db = TestDb::new();
+    let t = token(&db, "logged", true);
+    let revoked = token(&db, "gone", false);
+    db.json(&["token", "revoke", "gone"]);
+    let log = db.tmp.path().join("serve.log");
+    let served = Served::start_logging(&db, &log);
+    let mut s = Session::open(&served.url, &t);
+    s.call_tool("search", json!({"query": "anything"}));
+    s.call_tool("learn", json!({"content": "refused", "title": "t"}));
+    let r = s.request_with(&revoked, "ping", json!({}));
+    assert_eq!(r.status(), 401);
+    let r = s.request_with("kbdb_guess", "ping", json!({}));
+    assert_eq!(r.status(), 401);
+    assert!(served.stop().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("TRACE") || text.contains("DEBUG"),
+        "the log is on: {text}"
+    );
+    for secret in [&t, &revoked, &"kbdb_guess".to_string()] {
+        assert!(!text.contains(secret.as_str()), "a token is in the log");
+    }
+    assert!(!text.to_ascii_lowercase().contains("bearer kbdb_"));
 }
