@@ -580,3 +580,43 @@ fn no_token_appears_in_the_log_even_at_trace_level() {
     }
     assert!(!text.to_ascii_lowercase().contains("bearer kbdb_"));
 }
+
+/// mcp-check's conformance suite over HTTP (tests/serve/conformance.sh: the HTTP scenarios,
+/// DNS-rebinding protection included), when ../shared/tools/mcp-check and its installed
+/// clients are there.
+#[test]
+fn the_conformance_suite_passes_over_http() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let check = root.join("../shared/tools/mcp-check/check-server.sh");
+    let home = std::env::var("MCP_CHECK_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/kbdb-mcp-check",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let suite = std::path::Path::new(&home).join("node_modules/@modelcontextprotocol/conformance");
+    if !check.exists() || !suite.exists() {
+        eprintln!(
+            "SKIP: needs {} and the clients its setup.sh installs in {home}",
+            check.display()
+        );
+        return;
+    }
+    let out = std::process::Command::new("bash")
+        .arg(root.join("tests/serve/conformance.sh"))
+        .arg(assert_cmd::cargo::cargo_bin("kbdb"))
+        .args(["--skip", "inspector,pysdk,tssdk"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("PASS conformance-http:dns-rebinding-protection"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}
