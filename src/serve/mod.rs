@@ -44,6 +44,7 @@ pub struct Server {
     router: axum::Router,
     tls: Option<tokio_rustls::TlsAcceptor>,
     cancel: CancellationToken,
+    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
 }
 
 /// Whether `addr` can be reached only from this machine.
@@ -77,6 +78,13 @@ impl Server {
                 }
             );
         }
+        if local_addr.ip().is_unspecified() && config.allowed_hosts.is_empty() {
+            tracing::warn!(
+                "listening on every address, but requests are accepted only with a Host of \
+                 localhost, 127.0.0.1 or ::1: list the names and addresses clients use in \
+                 serve.allowed_hosts (worker.toml)"
+            );
+        }
         let tokens = Arc::new(tokens::TokenStore::open(&options.db_dir)?);
         if tokens.count()? == 0 {
             tracing::warn!(
@@ -100,6 +108,7 @@ impl Server {
             },
         )
         .await?;
+        let sessions = mcp.sessions.clone();
         let guard = Arc::new(guard::Guard {
             tokens,
             origins: guard::Origins::parse(&origins),
@@ -115,6 +124,7 @@ impl Server {
             router,
             tls,
             cancel,
+            sessions,
         })
     }
 
@@ -189,6 +199,23 @@ impl Server {
             });
         }
         tracing::info!("shutting down");
+        // Each session ended in turn (its handler finishes its replies), then whatever is left
+        // is cancelled.
+        let close_all = async {
+            use rmcp::transport::streamable_http_server::session::SessionManager;
+            let ids: Vec<_> = self
+                .sessions
+                .sessions
+                .read()
+                .await
+                .keys()
+                .cloned()
+                .collect();
+            for id in ids {
+                let _ = self.sessions.close_session(&id).await;
+            }
+        };
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, close_all).await;
         self.cancel.cancel();
         drop(self.listener);
         if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
