@@ -374,7 +374,7 @@ impl ServerHandler for Kbdb {
             tokio::spawn(async move {
                 tokio::select! {
                     _ = notifier(context.peer, state, rx) => {}
-                    _ = ended.cancelled() => {}
+                    _ = ended.cancelled() => tracing::debug!("session ended; its notifier stops"),
                 }
             });
         }
