@@ -47,9 +47,30 @@ pub struct Server {
     sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
 }
 
-/// Whether `addr` can be reached only from this machine.
-pub fn is_loopback(addr: &SocketAddr) -> bool {
-    addr.ip().is_loopback()
+/// What to warn about when listening on `addr`: an address other machines reach (the risk it
+/// brings), and every address with no `serve.allowed_hosts` (only loopback names would pass).
+pub fn listen_warnings(addr: &SocketAddr, tls: bool, allowed_hosts: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !addr.ip().is_loopback() {
+        out.push(format!(
+            "listening on {addr}, which is not a loopback address: anyone who can reach it may \
+             try tokens{}; see docs/serve.md",
+            if tls {
+                ""
+            } else {
+                ", and without --tls-cert tokens and knowledge cross the network unencrypted"
+            }
+        ));
+    }
+    if addr.ip().is_unspecified() && allowed_hosts.is_empty() {
+        out.push(
+            "listening on every address, but requests are accepted only with a Host of \
+             localhost, 127.0.0.1 or ::1: list the names and addresses clients use in \
+             serve.allowed_hosts (worker.toml)"
+                .into(),
+        );
+    }
+    out
 }
 
 impl Server {
@@ -67,23 +88,8 @@ impl Server {
         let local_addr = listener
             .local_addr()
             .map_err(|e| KbError::io("cannot read the bound address", e))?;
-        if !is_loopback(&local_addr) {
-            tracing::warn!(
-                "listening on {local_addr}, which is not a loopback address: anyone who can \
-                 reach it may try tokens{}; see docs/serve.md",
-                if tls.is_some() {
-                    ""
-                } else {
-                    ", and without --tls-cert tokens and knowledge cross the network unencrypted"
-                }
-            );
-        }
-        if local_addr.ip().is_unspecified() && config.allowed_hosts.is_empty() {
-            tracing::warn!(
-                "listening on every address, but requests are accepted only with a Host of \
-                 localhost, 127.0.0.1 or ::1: list the names and addresses clients use in \
-                 serve.allowed_hosts (worker.toml)"
-            );
+        for warning in listen_warnings(&local_addr, tls.is_some(), &config.allowed_hosts) {
+            tracing::warn!("{warning}");
         }
         let tokens = Arc::new(tokens::TokenStore::open(&options.db_dir)?);
         if tokens.count()? == 0 {
@@ -262,4 +268,28 @@ pub fn run(options: ServeOptions, started: impl FnOnce(&Server)) -> Result<()> {
     // Blocking threads (daemon calls, the change follower) end with the process.
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listen_address_beyond_loopback_is_warned_about_naming_the_risk() {
+        let at = |a: &str| a.parse::<SocketAddr>().unwrap();
+        assert!(listen_warnings(&at("127.0.0.1:7411"), false, &[]).is_empty());
+        assert!(listen_warnings(&at("[::1]:7411"), false, &[]).is_empty());
+        let w = listen_warnings(&at("192.0.2.7:7411"), false, &[]);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("not a loopback address") && w[0].contains("unencrypted"));
+        let w = listen_warnings(&at("192.0.2.7:7411"), true, &[]);
+        assert!(!w[0].contains("unencrypted"));
+        let w = listen_warnings(&at("0.0.0.0:7411"), true, &[]);
+        assert_eq!(w.len(), 2);
+        assert!(w[1].contains("serve.allowed_hosts"));
+        assert_eq!(
+            listen_warnings(&at("0.0.0.0:7411"), true, &["kb.example.com".into()]).len(),
+            1
+        );
+    }
 }
