@@ -18,6 +18,41 @@ pub struct Config {
     pub daemon: DaemonConfig,
     #[serde(default)]
     pub embedding: EmbeddingConfig,
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+/// `kbdb serve`: limits and guards of the MCP HTTP server (`[serve]`, docs/serve.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Largest request body, in bytes (larger: 413).
+    pub max_body_bytes: usize,
+    /// Most MCP sessions open at once (one more `initialize`: 503).
+    pub max_sessions: usize,
+    /// Seconds a session may go without a request before it is ended.
+    pub session_idle_secs: u64,
+    /// Daemon connections the server's sessions share.
+    pub daemon_connections: usize,
+    /// Browser origins accepted besides the server's own (`scheme://host:port`).
+    pub allowed_origins: Vec<String>,
+    /// `Host` header values accepted besides the loopback names and the listen address
+    /// (`host` or `host:port`; `"*"` accepts any, for a server behind a reverse proxy that
+    /// checks it).
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_body_bytes: 16 * 1024 * 1024,
+            max_sessions: 256,
+            session_idle_secs: 1800,
+            daemon_connections: 16,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+        }
+    }
 }
 
 /// Which embedding provider computes section vectors (`[embedding]`, hybrid-search spec).
@@ -238,6 +273,19 @@ impl Config {
         if self.daemon.message_timeout_secs == 0 {
             return err("daemon.message_timeout_secs must be at least 1");
         }
+        let s = &self.serve;
+        if s.max_body_bytes < 1024 {
+            return err("serve.max_body_bytes must be at least 1024");
+        }
+        if s.max_sessions == 0 {
+            return err("serve.max_sessions must be at least 1");
+        }
+        if s.session_idle_secs == 0 {
+            return err("serve.session_idle_secs must be at least 1");
+        }
+        if s.daemon_connections == 0 {
+            return err("serve.daemon_connections must be at least 1");
+        }
         let e = &self.embedding;
         if e.dimensions == 0 || e.dimensions > u16::MAX as usize {
             return err("embedding.dimensions must be between 1 and 65535");
@@ -308,6 +356,25 @@ mod tests {
                 .contains("KBDB_DAEMON_JOURNAL=\"maybe\" is not true, false, 1 or 0"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_serve_limits_are_read_and_checked() {
+        let c: Config = toml::from_str(
+            "[serve]\nmax_sessions = 3\nallowed_origins = [\"https://kb.example.com\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.serve.max_sessions, 3);
+        assert_eq!(c.serve.allowed_origins, ["https://kb.example.com"]);
+        let c: Config = toml::from_str("[serve]\nsession_idle_secs = 0\n").unwrap();
+        let e = c.validate(Path::new("worker.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("serve.session_idle_secs must be at least 1"),
+            "{e}"
+        );
+        let e = toml::from_str::<Config>("[serve]\nmax_session = 3\n").unwrap_err();
+        assert!(e.to_string().contains("max_session"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod process;
 mod recall;
 mod references;
 pub mod search;
+pub mod serve;
 pub mod skills;
 pub mod snapshot;
 pub mod store;

@@ -25,7 +25,7 @@ LAYERS = [
     # Migrations transform old data with the features' own functions: above them.
     ("migrations", ["store/migrations"]),
     ("engine", ["kb", "lib"]),
-    ("adapters", ["ops", "daemon", "mcp", "cli", "main"]),
+    ("adapters", ["ops", "daemon", "mcp", "serve", "cli", "main"]),
 ]
 ALLOWED_UPWARD = 4
 

@@ -264,6 +264,25 @@ Examples:
   kbdb mcp --db /home/me/notes/.kbdb --watch /home/me/notes --prefix notes/")]
     Mcp(McpArgs),
 
+    /// Serve MCP over streamable HTTP at /mcp, for a team (bearer tokens; see docs/serve.md)
+    #[command(after_help = "\
+Every request needs Authorization: Bearer TOKEN (kbdb token create NAME). Listens on loopback
+by default; a non-loopback --listen is warned about (use --tls-cert/--tls-key or a reverse
+proxy). Limits and allowed origins: [serve] in worker.toml. Stops on SIGTERM or ctrl-c.
+
+Examples:
+  kbdb token create alice
+  kbdb serve --db /srv/kb/.kbdb
+  kbdb serve --listen 0.0.0.0:7411 --tls-cert cert.pem --tls-key key.pem
+  claude mcp add --transport http kbdb http://127.0.0.1:7411/mcp --header \"Authorization: Bearer TOKEN\"")]
+    Serve(super::serve::ServeArgs),
+
+    /// Manage the bearer tokens of `kbdb serve`
+    Token {
+        #[command(subcommand)]
+        action: super::serve::TokenAction,
+    },
+
     /// Sync a folder of markdown files into documents (once; `kbdb watch` keeps syncing)
     #[command(after_help = "\
 Every .md/.mdx file of DIR (not hidden, not excluded by .gitignore/.ignore) becomes the

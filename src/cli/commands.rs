@@ -41,6 +41,8 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Agent { action } => open(&db).and_then(|kb| super::skills::agent(&kb, format, action)),
         Command::Sync(a) => super::sync::sync(&db, format, embedded, a),
         Command::Watch(a) => super::sync::watch(&db, format, embedded, a),
+        Command::Serve(a) => super::serve::serve(&db, format, a),
+        Command::Token { action } => super::serve::token(&db, format, action),
         Command::Mcp(m) => match &explicit_db {
             None => Err(KbError::invalid(
                 "db",

@@ -8,6 +8,7 @@ mod learn;
 mod maintenance;
 pub mod output;
 mod recall;
+mod serve;
 mod skills;
 mod sync;
 

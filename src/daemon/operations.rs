@@ -127,6 +127,12 @@ const REMOVES: Hints = hints(false, true, true);
 const EDITS: Hints = hints(false, true, false);
 
 impl Operation {
+    /// Changes something (the store, the server's files): everything but a plain read. A
+    /// read-only token of `kbdb serve` may call only the operations for which this is false.
+    pub fn writes(&self) -> bool {
+        !matches!(self.kind, Kind::Read(_))
+    }
+
     /// Safe to send again after a lost connection (reads, and repeatable syncs).
     pub fn idempotent(&self) -> bool {
         matches!(

@@ -26,6 +26,8 @@ struct Slots {
 
 pub struct ClientPool {
     db_dir: PathBuf,
+    /// Connections open at most.
+    max: usize,
     slots: Mutex<Slots>,
     /// Signalled when a connection is given back (or a slot is freed).
     freed: Condvar,
@@ -38,9 +40,16 @@ fn poisoned<T>(_: T) -> KbError {
 impl ClientPool {
     /// Connect once (starting the daemon when needed) so errors surface at startup.
     pub fn connect(db_dir: PathBuf) -> Result<ClientPool> {
+        Self::connect_with(db_dir, MAX_CONNECTIONS)
+    }
+
+    /// `connect`, opening at most `max` connections (at least 1) — for a server whose many
+    /// sessions share one pool (`kbdb serve`).
+    pub fn connect_with(db_dir: PathBuf, max: usize) -> Result<ClientPool> {
         let first = Client::connect(&db_dir)?;
         Ok(ClientPool {
             db_dir,
+            max: max.max(1),
             slots: Mutex::new(Slots {
                 idle: vec![first],
                 open: 1,
@@ -53,7 +62,7 @@ impl ClientPool {
         &self.db_dir
     }
 
-    /// Call `method` on a pooled connection, waiting for one while `MAX_CONNECTIONS` are busy.
+    /// Call `method` on a pooled connection, waiting for one while all are busy.
     pub fn call(&self, method: &str, params: Value) -> Result<Value> {
         let mut client = self.take()?;
         let r = client.call(method, params, None);
@@ -63,7 +72,7 @@ impl ClientPool {
         r
     }
 
-    /// An idle connection, a new one while fewer than `MAX_CONNECTIONS` are open, else the next
+    /// An idle connection, a new one while fewer than the most are open, else the next
     /// one given back.
     fn take(&self) -> Result<Client> {
         let mut slots = self.slots.lock().map_err(poisoned)?;
@@ -71,7 +80,7 @@ impl ClientPool {
             if let Some(c) = slots.idle.pop() {
                 return Ok(c);
             }
-            if slots.open < MAX_CONNECTIONS {
+            if slots.open < self.max {
                 slots.open += 1;
                 drop(slots);
                 return Client::connect(&self.db_dir).inspect_err(|_| {

@@ -9,12 +9,15 @@ mod prompts;
 mod resources;
 #[doc(hidden)] // public for the fuzz targets (fuzz/): `tool_call`
 pub mod server;
+pub mod sessions;
 pub mod tools;
 #[doc(hidden)] // public for the fuzz targets (fuzz/): `LineTransport`
 pub mod transport;
 mod watch;
 
 use std::path::Path;
+
+pub use server::Access;
 
 use crate::error::{KbError, Result};
 

@@ -24,19 +24,53 @@ use crate::daemon::pool::ClientPool;
 use crate::error::{KbError, Result};
 
 pub(super) struct State {
-    pub(super) pool: ClientPool,
+    pub(super) pool: Arc<ClientPool>,
     pub(super) log_level: Mutex<Option<LoggingLevel>>,
     pub(super) subscriptions: Mutex<HashSet<String>>,
     pub(super) events: mpsc::UnboundedSender<Event>,
+    /// An HTTP session's events, taken by its notifier once the client is initialized (stdio
+    /// starts its notifier itself: None).
+    pub(super) pending_events: Mutex<Option<mpsc::UnboundedReceiver<Event>>>,
+    /// Cancelled when an HTTP session's handler is dropped (the session ended): its notifier
+    /// stops.
+    pub(super) ended: tokio_util::sync::CancellationToken,
 }
 
 #[derive(Clone)]
 pub(super) struct Kbdb {
     pub(super) state: Arc<State>,
+    /// An HTTP session's: cancels `state.ended` when the last clone of the handler goes.
+    pub(super) _end_guard: Option<Arc<tokio_util::sync::DropGuard>>,
+}
+
+/// What the bearer token of an HTTP request grants; `kbdb serve` puts it in the request's
+/// extensions. Absent (stdio): everything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    /// The token's name (never the token).
+    pub token_name: String,
+    pub read_only: bool,
 }
 
 pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(e.to_string(), None)
+}
+
+impl State {
+    pub(super) fn new(
+        pool: Arc<ClientPool>,
+        events: mpsc::UnboundedSender<Event>,
+        pending_events: Option<mpsc::UnboundedReceiver<Event>>,
+    ) -> State {
+        State {
+            pool,
+            log_level: Mutex::new(None),
+            subscriptions: Mutex::new(HashSet::new()),
+            events,
+            pending_events: Mutex::new(pending_events),
+            ended: tokio_util::sync::CancellationToken::new(),
+        }
+    }
 }
 
 impl Kbdb {
@@ -117,6 +151,26 @@ pub fn tool_call(
     args: serde_json::Map<String, Value>,
 ) -> std::result::Result<(&'static str, Value), String> {
     tools::method_call(db_dir, name, args)
+}
+
+/// The refusal of a tool that writes, for a request whose token is read-only.
+fn read_only_refusal(tool: &str, context: &RequestContext<RoleServer>) -> Option<CallToolResult> {
+    let access = context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<Access>())?;
+    let writes = operations::by_tool(tool).is_some_and(|op| op.writes());
+    if !access.read_only || !writes {
+        return None;
+    }
+    let message = format!(
+        "{tool}: refused, the token {:?} is read-only and this tool changes the knowledge base \
+         (nothing was changed); use a token made without --read-only",
+        access.token_name
+    );
+    let mut r = tool_error(message.clone());
+    r.structured_content = Some(json!({"error": message, "code": "read_only_token"}));
+    Some(r)
 }
 
 fn text_result(text: String) -> CallToolResult {
@@ -201,6 +255,9 @@ impl ServerHandler for Kbdb {
                 format!("Unknown tool: {name}"),
                 Some(json!({"name": name})),
             ));
+        }
+        if let Some(refusal) = read_only_refusal(&name, &context) {
+            return Ok(refusal.into());
         }
         let mut args = request.arguments.unwrap_or_default();
         if let Err(msg) = tools::check_argument_types(&name, &args) {
@@ -302,6 +359,27 @@ impl ServerHandler for Kbdb {
         self.completion(request).await
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // An HTTP session: its notifier starts now that the client can hear it, and stops
+        // when the session ends.
+        let pending = self
+            .state
+            .pending_events
+            .lock()
+            .ok()
+            .and_then(|mut p| p.take());
+        if let Some(rx) = pending {
+            let state = self.state.clone();
+            let ended = self.state.ended.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = notifier(context.peer, state, rx) => {}
+                    _ = ended.cancelled() => tracing::debug!("session ended; its notifier stops"),
+                }
+            });
+        }
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -362,14 +440,10 @@ pub(super) async fn serve(db_dir: PathBuf, watch: Option<super::WatchSpec>) -> R
         None => None,
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    let state = Arc::new(State {
-        pool,
-        log_level: Mutex::new(None),
-        subscriptions: Mutex::new(HashSet::new()),
-        events: tx.clone(),
-    });
+    let state = Arc::new(State::new(Arc::new(pool), tx.clone(), None));
     let server = Kbdb {
         state: state.clone(),
+        _end_guard: None,
     };
     // Subscribed to the daemon's change events before the handshake: a change made once the
     // client is initialized (a `resources/subscribe` followed by another process's write) is
