@@ -261,7 +261,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             let mut changed = false;
             match p.docid.as_ref().filter(|_| p.attach) {
                 Some(docid) => {
-                    if !t.docs_of(&p.kbid)?.iter().any(|d| d == docid) {
+                    if !t.holds(docid, &p.kbid)? {
                         append_to_document(t, docid, &p.kbid)?;
                         attached = true;
                     } else {

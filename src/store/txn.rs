@@ -242,6 +242,28 @@ impl<'t> WriteTables<'t> {
         multimap_values(&*self.section_docs, kbid)
     }
 
+    /// Whether document `docid` holds section `kbid`, reading the shorter of the two membership
+    /// lists: a boilerplate section (a "Contents" heading) is in thousands of documents, and
+    /// listing all of them for each new one made a bulk load quadratic in the repeats.
+    pub fn holds(&self, docid: &str, kbid: &str) -> Result<bool> {
+        let docs = self.section_docs.get(kbid)?;
+        let sections = self.doc_sections.get(docid)?;
+        if docs.len() <= sections.len() {
+            for d in docs {
+                if d?.value() == docid {
+                    return Ok(true);
+                }
+            }
+        } else {
+            for k in sections {
+                if k?.value() == kbid {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
         self.doc_sections.insert(docid, kbid)?;
         self.section_docs.insert(kbid, docid)?;
