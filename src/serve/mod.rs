@@ -170,6 +170,12 @@ impl Server {
                 },
                 _ = &mut shutdown => break,
             };
+            // An answer streamed as server-sent events leaves in several small writes; with
+            // Nagle's algorithm the last one waited for the client's delayed ACK, adding ~40 ms
+            // to a call over a kept-alive connection (tools/bench-serve-search.py).
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("TCP_NODELAY for {peer}: {e}");
+            }
             let service = TowerToHyperService::new(self.router.clone());
             let tls = self.tls.clone();
             let watcher = graceful.watcher();
