@@ -92,7 +92,7 @@ fn any_object(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// An operation without parameters (any given are ignored).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
@@ -368,7 +368,7 @@ impl From<LearnParams> for crate::LearnRequest {
 }
 
 /// `unlearn`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnlearnParams {
     /// The section to remove: a 26-character kbid, as returned by search, recall or learn.
@@ -376,7 +376,7 @@ pub struct UnlearnParams {
 }
 
 /// `retrieve`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveParams {
     /// Section to fetch: a 26-character kbid, as returned by search, recall or learn.
@@ -386,7 +386,7 @@ pub struct RetrieveParams {
 }
 
 /// `recall`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallParams {
     /// One section: a 26-character kbid, as returned by search, recall or learn. The result is
@@ -407,7 +407,7 @@ pub struct RecallParams {
 }
 
 /// `content`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IdsParams {
     /// kbids and/or docids, in the order to render them.
@@ -416,7 +416,7 @@ pub struct IdsParams {
 }
 
 /// `export`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportParams {
     /// Destination folder (default `./kbdb-export/`). A relative path is taken from the folder
@@ -442,7 +442,7 @@ pub struct ExportParams {
 // ---- skills and agents -------------------------------------------------------------------
 
 /// `skill-learn`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillLearnParams {
     /// Skill name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
@@ -461,7 +461,7 @@ pub struct SkillLearnParams {
 }
 
 // One template argument of `skill-learn` (no doc comment: it would become a description).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillArgumentParams {
     /// Placeholder name as written in `{{...}}`.
@@ -497,7 +497,7 @@ impl TryFrom<SkillLearnParams> for crate::skills::SkillInput {
 }
 
 /// `skill-get`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillGetParams {
     /// Skill name to look up.
@@ -507,7 +507,7 @@ pub struct SkillGetParams {
 }
 
 /// `skill-delete`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillDeleteParams {
     /// Kbid of the skill to remove (see `skill-list`).
@@ -515,7 +515,7 @@ pub struct SkillDeleteParams {
 }
 
 /// `agent-create`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentCreateParams {
     /// Agent name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
@@ -541,7 +541,7 @@ impl From<AgentCreateParams> for crate::skills::AgentInput {
 }
 
 /// `agent-get`, `agent-delete`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentParams {
     /// Agent document ID, `agent-<name>` (see `agent-list`).
@@ -680,7 +680,7 @@ impl From<TextSearchParams> for crate::collections::state::TextSearch {
 
 /// `validate`: `target`, or `pathId` (or `docid`) for one document; giving two is refused as
 /// before (they were one field with aliases).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ValidateParams {
     /// A pathId ('stories/login'), a model name ('Story'), or 'all' (default).
@@ -701,7 +701,7 @@ impl ValidateParams {
 }
 
 /// `create_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDocumentParams {
     /// Model name.
@@ -733,7 +733,7 @@ impl From<CreateDocumentParams> for crate::collections::state::CreateDocument {
 }
 
 /// `update_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateDocumentParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -752,7 +752,7 @@ pub struct UpdateDocumentParams {
 }
 
 /// `update_section`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSectionParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -774,7 +774,7 @@ pub struct UpdateSectionParams {
 }
 
 /// `delete_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteDocumentParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -784,26 +784,26 @@ pub struct DeleteDocumentParams {
 
 // ---- methods without a tool --------------------------------------------------------------
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirParam {
     pub dir: PathBuf,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DocidParam {
     #[serde(alias = "pathId")]
     pub docid: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnManyParams {
     pub requests: Vec<crate::LearnRequest>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnDocumentParams {
     pub docid: String,
@@ -817,7 +817,7 @@ pub struct LearnDocumentParams {
     pub tags: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SynonymsParams {
     pub term: String,
@@ -825,7 +825,7 @@ pub struct SynonymsParams {
     pub synonyms: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportParams {
     pub path: PathBuf,
@@ -833,7 +833,7 @@ pub struct ImportParams {
     pub strict: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelsLoadParams {
     pub toml: String,
