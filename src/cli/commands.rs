@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::CommandFactory;
 use kbdb::daemon::operations::op;
 use kbdb::daemon::params::{IdsParams, NoParams, RetrieveParams, SynonymsParams, UnlearnParams};
+use kbdb::search::{Retrieval, SearchMode};
 use kbdb::{KbError, Retrieved};
 
 use super::args::{Cli, Command, DaemonAction, Format, SearchArgs, SynonymsAction};
@@ -380,8 +381,19 @@ fn retrieved_text(r: &Retrieved) -> String {
 fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
     let req = kbdb::SearchRequest {
         query: a.query.join(" "),
-        mode: a.mode,
-        search_mode: a.search_mode,
+        // clap checked the values against the same names; parsed once here.
+        mode: a
+            .mode
+            .as_deref()
+            .map(SearchMode::parse)
+            .transpose()?
+            .flatten(),
+        search_mode: a
+            .search_mode
+            .as_deref()
+            .map(Retrieval::parse)
+            .transpose()?
+            .flatten(),
         limit: a.limit,
         offset: a.offset,
         content: a.content,

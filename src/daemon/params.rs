@@ -10,10 +10,8 @@
 use std::path::PathBuf;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use crate::error::KbError;
 
 /// The `inputSchema` of a tool taking `T`: a closed object schema (`additionalProperties:
 /// false` from `deny_unknown_fields`), without the generator's `$schema`, `title`, integer
@@ -98,131 +96,8 @@ pub struct NoParams {}
 
 // ---- search ------------------------------------------------------------------------------
 
-/// What `mode` takes: a result shape (kbdb-mcp.md) or a retrieval path (kbdb-hybrid-search.md);
-/// the two sets are disjoint. A retrieval path here implies `sections` results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchMode {
-    Sections,
-    Documents,
-    Stats,
-    Lexical,
-    Vector,
-    Hybrid,
-}
-
-/// The retrieval path (`search_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Retrieval {
-    Lexical,
-    Vector,
-    Hybrid,
-}
-
-impl SearchMode {
-    /// Every value, as the wire spells it (also the CLI's `--mode` choices).
-    pub const NAMES: [&'static str; 6] = [
-        "sections",
-        "documents",
-        "stats",
-        "lexical",
-        "vector",
-        "hybrid",
-    ];
-    const ALL: [SearchMode; 6] = [
-        SearchMode::Sections,
-        SearchMode::Documents,
-        SearchMode::Stats,
-        SearchMode::Lexical,
-        SearchMode::Vector,
-        SearchMode::Hybrid,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The value `s` names (surrounding white space ignored; empty: none).
-    pub fn parse(s: &str) -> Result<Option<SearchMode>, KbError> {
-        parse_choice(s, "mode", &Self::NAMES, &Self::ALL)
-    }
-}
-
-impl Retrieval {
-    /// Every value, as the wire spells it (also the CLI's `--search-mode` choices).
-    pub const NAMES: [&'static str; 3] = ["lexical", "vector", "hybrid"];
-    const ALL: [Retrieval; 3] = [Retrieval::Lexical, Retrieval::Vector, Retrieval::Hybrid];
-
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The value `s` names (surrounding white space ignored; empty: none).
-    pub fn parse(s: &str) -> Result<Option<Retrieval>, KbError> {
-        parse_choice(s, "search_mode", &Self::NAMES, &Self::ALL)
-    }
-}
-
-/// One of `names` (the spec's error text otherwise: `'x' is not one of a, b, c`).
-fn parse_choice<T: Copy>(
-    s: &str,
-    field: &str,
-    names: &[&str],
-    all: &[T],
-) -> Result<Option<T>, KbError> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    match names.iter().position(|n| *n == s) {
-        Some(i) => Ok(Some(all[i])),
-        None => Err(KbError::invalid(
-            field,
-            format!(
-                "'{}' is not one of {}",
-                crate::text::preview(s, 30),
-                names.join(", ")
-            ),
-        )),
-    }
-}
-
-/// A choice field: absent, null or empty is none; a bad value an error naming the field
-/// (carried through serde; [`invalid_choice`] turns it back into the field's error).
-fn choice<'de, D, T>(
-    d: D,
-    parse: fn(&str) -> Result<Option<T>, KbError>,
-) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) => parse(&s).map_err(|e| serde::de::Error::custom(format!("{CHOICE}{e}"))),
-    }
-}
-
-fn search_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SearchMode>, D::Error> {
-    choice(d, SearchMode::parse)
-}
-
-fn retrieval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Retrieval>, D::Error> {
-    choice(d, Retrieval::parse)
-}
-
-/// Marks a choice field's error inside a deserialiser's message.
-const CHOICE: &str = "\u{1}choice:";
-
-/// A choice field's error (`mode: 'x' is not one of ...`) as the invalid-input error it is,
-/// with its field, like every other rule of the engine; other messages are left alone.
-pub fn invalid_choice(message: &str) -> Option<KbError> {
-    let rest = &message[message.find(CHOICE)? + CHOICE.len()..];
-    let (field, rule) = rest.split_once(": ")?;
-    // serde_json appends no position to an error of `from_value`; be safe anyway.
-    let rule = rule.split(" at line ").next().unwrap_or(rule);
-    Some(KbError::invalid(field, rule))
-}
+pub use crate::search::mode::{Retrieval, SearchMode, invalid_choice};
+use crate::search::mode::{retrieval, search_mode};
 
 /// `search`.
 #[derive(Deserialize, JsonSchema)]
@@ -295,8 +170,8 @@ impl From<SearchParams> for crate::SearchRequest {
     fn from(p: SearchParams) -> Self {
         crate::SearchRequest {
             query: p.query,
-            mode: p.mode.map(|m| m.as_str().to_string()),
-            search_mode: p.search_mode.map(|m| m.as_str().to_string()),
+            mode: p.mode,
+            search_mode: p.search_mode,
             limit: p.limit,
             offset: p.offset,
             content: p.content,
