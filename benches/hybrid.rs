@@ -500,7 +500,7 @@ fn scale(a: &Args, secs: &[Section], queries: &[Query]) -> Result<Value, BoxErro
     let req = |text: &str, mode: Option<&str>| {
         let mut q = SearchRequest::new(text);
         q.limit = Some(a.k);
-        q.search_mode = mode.map(str::to_string);
+        q.search_mode = mode.and_then(|m| kbdb::search::Retrieval::parse(m).ok().flatten());
         q
     };
     const MODES: [(&str, Option<&str>); 3] = [

@@ -978,7 +978,7 @@ pub fn query_parser(data: &[u8]) {
         // inputs of odd length.
         let mut req = kbdb::SearchRequest::new(text.to_string());
         if data.len() % 2 == 1 {
-            req.mode = Some("documents".into());
+            req.mode = Some(kbdb::search::SearchMode::Documents);
         }
         if let Ok(r) = kb.search(&req) {
             let _ = serde_json::to_value(&r).expect("a search response serialises");

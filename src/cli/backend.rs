@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 
 use kbdb::daemon::client::{Client, daemon_info};
 use kbdb::daemon::methods::{self, CallError};
+use kbdb::daemon::operations::{Op, op};
+use kbdb::daemon::params::{ExportParams, ImportParams, LearnManyParams, RecallParams};
 use kbdb::{
-    CheckResult, ComposedContent, DocumentLearnResult, DocumentSummary, ExportOptions,
-    ExportResult, GcResult, ImportResult, Kb, KbError, LearnRequest, LearnResult, RebuildResult,
-    RecallRequest, Recalled, Retrieved, SearchRequest, SearchResponse, Status, UnlearnResult,
+    ExportOptions, ExportResult, ImportResult, Kb, KbError, LearnRequest, LearnResult,
+    RecallRequest, Recalled,
 };
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub enum Backend {
     Embedded(Box<Kb>),
@@ -67,10 +69,6 @@ impl Backend {
         params: Value,
         progress: Option<&dyn Fn(u64, u64)>,
     ) -> Result<Value, KbError> {
-        debug_assert!(
-            kbdb::daemon::operations::by_method(method).is_some(),
-            "{method}: not in the table of operations"
-        );
         match self {
             Backend::Embedded(kb) => {
                 let none = |_: u64, _: u64| {};
@@ -84,45 +82,33 @@ impl Backend {
         }
     }
 
-    /// Call any method; the raw JSON result.
-    pub fn call_json(&self, method: &str, params: Value) -> Result<Value, KbError> {
-        self.call(method, params, None)
-    }
-
-    /// Call any method with a progress callback `(done, total)`; the result as `T`.
-    pub fn call_progress<T: DeserializeOwned>(
+    /// Run an operation of the table (`op::…`), here or through the daemon.
+    pub fn run<P: Serialize, R: DeserializeOwned>(
         &self,
-        method: &str,
-        params: Value,
-        progress: &dyn Fn(u64, u64),
-    ) -> Result<T, KbError> {
-        self.call_as_progress(method, params, Some(progress))
+        op: Op<P, R>,
+        params: &P,
+    ) -> Result<R, KbError> {
+        self.run_progress(op, params, None)
     }
 
-    fn call_as<T: DeserializeOwned>(&self, method: &str, params: Value) -> Result<T, KbError> {
-        self.call_as_progress(method, params, None)
-    }
-
-    fn call_as_progress<T: DeserializeOwned>(
+    /// `run` with a progress callback `(done, total)`.
+    pub fn run_progress<P: Serialize, R: DeserializeOwned>(
         &self,
-        method: &str,
-        params: Value,
+        op: Op<P, R>,
+        params: &P,
         progress: Option<&dyn Fn(u64, u64)>,
-    ) -> Result<T, KbError> {
-        let v = self.call(method, params, progress)?;
+    ) -> Result<R, KbError> {
+        let params = serde_json::to_value(params).map_err(|e| KbError::Storage(e.to_string()))?;
+        let v = self.call(op.method, params, progress)?;
         serde_json::from_value(v)
-            .map_err(|e| KbError::Daemon(format!("unexpected {method} result: {e}")))
-    }
-
-    pub fn learn(&self, req: LearnRequest) -> Result<LearnResult, KbError> {
-        self.call_as("learn", serde_json::to_value(req).unwrap_or_default())
+            .map_err(|e| KbError::Daemon(format!("unexpected {} result: {e}", op.method)))
     }
 
     pub fn learn_many(
         &self,
-        reqs: Vec<LearnRequest>,
+        requests: Vec<LearnRequest>,
     ) -> Result<Vec<Result<LearnResult, KbError>>, KbError> {
-        let items: Vec<Value> = self.call_as("learn_many", json!({ "requests": reqs }))?;
+        let items = self.run(op::LEARN_MANY, &LearnManyParams { requests })?;
         Ok(items
             .into_iter()
             .map(|item| match item.get("ok") {
@@ -133,79 +119,20 @@ impl Backend {
             .collect())
     }
 
-    pub fn learn_document(
-        &self,
-        docid: &str,
-        markdown: &str,
-        title: Option<&str>,
-        tags: &[String],
-    ) -> Result<DocumentLearnResult, KbError> {
-        self.call_as(
-            "learn_document",
-            json!({"docid": docid, "markdown": markdown, "title": title, "tags": tags}),
-        )
-    }
-
-    pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult, KbError> {
-        self.call_as("unlearn", json!({ "kbid": kbid }))
-    }
-
-    pub fn retrieve(&self, kbid: Option<&str>, docid: Option<&str>) -> Result<Retrieved, KbError> {
-        self.call_as("retrieve", json!({"kbid": kbid, "docid": docid}))
-    }
-
     pub fn recall(&self, req: &RecallRequest) -> Result<Recalled, KbError> {
         // The request was validated here; send it in the wire form.
-        let params = if req.batch {
-            json!({"kbids": req.kbids, "depth": req.depth, "max_chars": req.max_chars})
+        let (kbid, kbids) = if req.batch {
+            (None, Some(req.kbids.clone()))
         } else {
-            json!({"kbid": req.kbids[0], "depth": req.depth, "max_chars": req.max_chars})
+            (Some(req.kbids[0].clone()), None)
         };
-        self.call_as("recall", params)
-    }
-
-    pub fn content(&self, ids: &[String]) -> Result<ComposedContent, KbError> {
-        self.call_as("content", json!({ "ids": ids }))
-    }
-
-    pub fn list_documents(&self) -> Result<Vec<DocumentSummary>, KbError> {
-        self.call_as("docs", json!({}))
-    }
-
-    pub fn search(&self, req: &SearchRequest) -> Result<SearchResponse, KbError> {
-        self.call_as("search", serde_json::to_value(req).unwrap_or_default())
-    }
-
-    pub fn synonyms_add(&self, term: &str, synonyms: &[String]) -> Result<Value, KbError> {
-        self.call_as("synonyms_add", json!({"term": term, "synonyms": synonyms}))
-    }
-
-    pub fn synonyms_remove(&self, term: &str, synonyms: &[String]) -> Result<u64, KbError> {
-        let v: Value = self.call_as(
-            "synonyms_remove",
-            json!({"term": term, "synonyms": synonyms}),
-        )?;
-        Ok(v["removed"].as_u64().unwrap_or(0))
-    }
-
-    pub fn synonyms_list(&self) -> Result<Vec<kbdb::store::synonyms::SynonymEntry>, KbError> {
-        self.call_as("synonyms_list", json!({}))
-    }
-
-    pub fn status(&self) -> Result<Status, KbError> {
-        self.call_as("status", json!({}))
-    }
-
-    pub fn check_with_progress(&self, p: &dyn Fn(u64, u64)) -> Result<CheckResult, KbError> {
-        self.call_as_progress("check", json!({}), Some(p))
-    }
-
-    pub fn gc(&self) -> Result<GcResult, KbError> {
-        self.call_as("gc", json!({}))
-    }
-
-    pub fn rebuild_with_progress(&self, p: &dyn Fn(u64, u64)) -> Result<RebuildResult, KbError> {
-        self.call_as_progress("rebuild", json!({}), Some(p))
+        let params = RecallParams {
+            kbid,
+            kbids,
+            depth: Some(i64::from(req.depth)),
+            max_chars: req.max_chars.map(|m| m as i64),
+        };
+        self.run(op::RECALL, &params)
     }
 
     pub fn export_with_progress(
@@ -213,13 +140,13 @@ impl Backend {
         opts: &ExportOptions,
         p: &dyn Fn(u64, u64),
     ) -> Result<ExportResult, KbError> {
-        let params = json!({
-            "path": absolute(&opts.path)?,
-            "with_indexes": opts.with_indexes,
-            "force": opts.force,
-            "confine_to": opts.confine_to,
-        });
-        self.call_as_progress("export", params, Some(p))
+        let params = ExportParams {
+            path: Some(absolute(&opts.path)?),
+            with_indexes: opts.with_indexes,
+            force: opts.force,
+            confine_to: opts.confine_to.clone(),
+        };
+        self.run_progress(op::EXPORT, &params, Some(p))
     }
 
     pub fn import_with_progress(
@@ -228,11 +155,11 @@ impl Backend {
         strict: bool,
         p: &dyn Fn(u64, u64),
     ) -> Result<ImportResult, KbError> {
-        self.call_as_progress(
-            "import",
-            json!({"path": absolute(path)?, "strict": strict}),
-            Some(p),
-        )
+        let params = ImportParams {
+            path: absolute(path)?,
+            strict,
+        };
+        self.run_progress(op::IMPORT, &params, Some(p))
     }
 
     /// The database folder (canonical).
@@ -241,44 +168,5 @@ impl Backend {
             Backend::Embedded(kb) => kb.dir().to_path_buf(),
             Backend::Daemon(c) => PathBuf::from(&c.borrow().info.db),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// Every method the CLI calls by name is an operation of the table (a misspelt name would
-    /// only fail at run time, as an unknown method).
-    #[test]
-    fn the_cli_calls_only_methods_of_the_table() {
-        let sources = [
-            include_str!("backend.rs"),
-            include_str!("collections.rs"),
-            include_str!("commands.rs"),
-            include_str!("learn.rs"),
-            include_str!("maintenance.rs"),
-            include_str!("mod.rs"),
-            include_str!("recall.rs"),
-            include_str!("skills.rs"),
-            include_str!("sync.rs"),
-        ];
-        let call = regex::Regex::new(
-            r#"\b(?:call_as|call_json|call_progress|call_as_progress)(?:::<[^>]*>)?\(\s*"([a-z_]+)""#,
-        )
-        .unwrap();
-        let mut seen = 0;
-        for src in sources {
-            for c in call.captures_iter(src) {
-                let m = &c[1];
-                assert!(
-                    kbdb::daemon::operations::by_method(m).is_some(),
-                    "{m}: not in the table of operations"
-                );
-                seen += 1;
-            }
-        }
-        assert!(
-            seen >= 30,
-            "only {seen} calls found: has the pattern gone stale?"
-        );
     }
 }

@@ -2,7 +2,12 @@
 //! Each builds the method's parameters, calls it, and prints JSON or a short text.
 
 use kbdb::KbError;
-use serde_json::{Value, json};
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::{
+    CreateDocumentParams, DeleteDocumentParams, DocidParam, ModelsLoadParams, NoParams,
+    UpdateDocumentParams, UpdateSectionParams, ValidateParams,
+};
+use serde_json::{Map, Value, json};
 
 use super::args::{DocAction, Format, ModelsAction, QueryArgs};
 use super::backend::Backend;
@@ -14,15 +19,14 @@ fn parse_json(field: &str, text: &str) -> Result<Value, KbError> {
 }
 
 /// A JSON object argument (`--meta`).
-fn parse_object(field: &str, text: &str) -> Result<Value, KbError> {
-    let v = parse_json(field, text)?;
-    if !v.is_object() {
-        return Err(KbError::invalid(
+fn parse_object(field: &str, text: &str) -> Result<Map<String, Value>, KbError> {
+    match parse_json(field, text)? {
+        Value::Object(o) => Ok(o),
+        _ => Err(KbError::invalid(
             field,
             "must be a JSON object, e.g. '{\"status\": \"ready\"}'",
-        ));
+        )),
     }
-    Ok(v)
 }
 
 fn body(
@@ -43,7 +47,7 @@ pub fn models(kb: &Backend, format: Format, action: ModelsAction) -> Result<i32,
         ModelsAction::Load { file } => {
             let text = std::fs::read_to_string(&file)
                 .map_err(|e| KbError::io(format!("cannot read {}", file.display()), e))?;
-            let r = kb.call_json("models_load", json!({ "toml": text }))?;
+            let r = kb.run(op::MODELS_LOAD, &ModelsLoadParams { toml: text })?;
             match format {
                 Format::Json => print_json(&r, true),
                 Format::Text => {
@@ -60,7 +64,7 @@ pub fn models(kb: &Backend, format: Format, action: ModelsAction) -> Result<i32,
             }
         }
         ModelsAction::Show => {
-            let r = kb.call_json("models_show", Value::Null)?;
+            let r = kb.run(op::MODELS_SHOW, &NoParams {})?;
             match format {
                 Format::Json => print_json(&r, true),
                 Format::Text => print_text(
@@ -103,7 +107,7 @@ pub fn query(kb: &Backend, format: Format, a: QueryArgs) -> Result<i32, KbError>
     if let Some(s) = &a.select {
         q["select"] = parse_json("select", s)?;
     }
-    let r = kb.call_json("query", q)?;
+    let r = kb.run(op::QUERY, &q)?;
     if format == Format::Json {
         print_json(&r, true);
         return Ok(EXIT_OK);
@@ -171,7 +175,13 @@ fn validation_text(v: &Value) -> String {
 }
 
 pub fn validate(kb: &Backend, format: Format, target: Option<String>) -> Result<i32, KbError> {
-    let r = kb.call_json("validate", json!({ "target": target }))?;
+    let r = kb.run(
+        op::VALIDATE,
+        &ValidateParams {
+            target,
+            path_id: None,
+        },
+    )?;
     let all_valid = match r.get("results") {
         Some(list) => r["invalid"] == json!(0) && list.is_array(),
         None => r["valid"] == json!(true),
@@ -215,17 +225,14 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             file,
             docid,
         } => {
-            let mut p = json!({ "model": model, "title": title });
-            if let Some(m) = meta {
-                p["meta"] = parse_object("meta", &m)?;
-            }
-            if let Some(c) = body(content, file)? {
-                p["content"] = json!(c);
-            }
-            if let Some(d) = docid {
-                p["docid"] = json!(d);
-            }
-            kb.call_json("create_document", p)?
+            let p = CreateDocumentParams {
+                model,
+                title,
+                meta: meta.map(|m| parse_object("meta", &m)).transpose()?,
+                content: body(content, file)?,
+                docid,
+            };
+            kb.run(op::CREATE_DOCUMENT, &p)?
         }
         DocAction::Update {
             docid,
@@ -234,17 +241,13 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             file,
             title,
         } => {
-            let mut p = json!({ "docid": docid });
-            if let Some(m) = meta {
-                p["meta"] = parse_object("meta", &m)?;
-            }
-            if let Some(c) = body(content, file)? {
-                p["content"] = json!(c);
-            }
-            if let Some(t) = title {
-                p["title"] = json!(t);
-            }
-            kb.call_json("update_document", p)?
+            let p = UpdateDocumentParams {
+                docid,
+                meta: meta.map(|m| parse_object("meta", &m)).transpose()?,
+                content: body(content, file)?,
+                title,
+            };
+            kb.run(op::UPDATE_DOCUMENT, &p)?
         }
         DocAction::Section {
             docid,
@@ -254,17 +257,17 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             file,
             occurrence,
         } => {
-            let mut p = json!({ "docid": docid, "heading": heading, "action": action });
-            if let Some(c) = body(content, file)? {
-                p["content"] = json!(c);
-            }
-            if let Some(o) = occurrence {
-                p["occurrence"] = json!(o);
-            }
-            kb.call_json("update_section", p)?
+            let p = UpdateSectionParams {
+                docid,
+                heading,
+                action,
+                content: body(content, file)?,
+                occurrence,
+            };
+            kb.run(op::UPDATE_SECTION, &p)?
         }
         DocAction::Show { docid } => {
-            let r = kb.call_json("document_json", json!({ "docid": docid }))?;
+            let r = kb.run(op::DOCUMENT_JSON, &DocidParam { docid })?;
             match format {
                 Format::Json => print_json(&r, true),
                 Format::Text => print_text(&format!(
@@ -278,7 +281,7 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             return Ok(EXIT_OK);
         }
         DocAction::Delete { docid } => {
-            kb.call_json("delete_document", json!({ "docid": docid }))?
+            kb.run(op::DELETE_DOCUMENT, &DeleteDocumentParams { docid })?
         }
     };
     match format {

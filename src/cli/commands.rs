@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 
 use clap::CommandFactory;
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::{IdsParams, NoParams, RetrieveParams, SynonymsParams, UnlearnParams};
+use kbdb::search::{Retrieval, SearchMode};
 use kbdb::{KbError, Retrieved};
 
 use super::args::{Cli, Command, DaemonAction, Format, SearchArgs, SynonymsAction};
@@ -65,7 +68,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             }
         },
         Command::Unlearn { kbid } => open(&db).and_then(|kb| {
-            let r = kb.unlearn(&kbid)?;
+            let r = kb.run(op::UNLEARN, &UnlearnParams { kbid: kbid.clone() })?;
             match format {
                 Format::Json => print_json(&r, false),
                 Format::Text if r.removed => print_text(&format!("removed {kbid}")),
@@ -76,7 +79,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             Ok(EXIT_OK)
         }),
         Command::Retrieve { kbid, docid } => open(&db).and_then(|kb| {
-            let r = kb.retrieve(kbid.as_deref(), docid.as_deref())?;
+            let r = kb.run(op::RETRIEVE, &RetrieveParams { kbid, docid })?;
             match format {
                 Format::Json => print_json(&r, true),
                 Format::Text => print_text(&retrieved_text(&r)),
@@ -87,7 +90,13 @@ pub fn dispatch(cli: Cli) -> i32 {
         Command::Synonyms { action } => open(&db).and_then(|kb| {
             match action {
                 SynonymsAction::Add { term, synonyms } => {
-                    kb.synonyms_add(&term, &synonyms)?;
+                    kb.run(
+                        op::SYNONYMS_ADD,
+                        &SynonymsParams {
+                            term: term.clone(),
+                            synonyms: synonyms.clone(),
+                        },
+                    )?;
                     match format {
                         Format::Json => {
                             print_json(&serde_json::json!({"term": term, "added": synonyms}), false)
@@ -96,7 +105,7 @@ pub fn dispatch(cli: Cli) -> i32 {
                     }
                 }
                 SynonymsAction::List => {
-                    let list = kb.synonyms_list()?;
+                    let list = kb.run(op::SYNONYMS_LIST, &NoParams {})?;
                     match format {
                         Format::Json => print_json(&list, true),
                         Format::Text => {
@@ -107,7 +116,14 @@ pub fn dispatch(cli: Cli) -> i32 {
                     }
                 }
                 SynonymsAction::Remove { term, synonyms } => {
-                    let n = kb.synonyms_remove(&term, &synonyms)?;
+                    let v = kb.run(
+                        op::SYNONYMS_REMOVE,
+                        &SynonymsParams {
+                            term: term.clone(),
+                            synonyms,
+                        },
+                    )?;
+                    let n = v["removed"].as_u64().unwrap_or(0);
                     match format {
                         Format::Json => {
                             print_json(&serde_json::json!({"term": term, "removed": n}), false)
@@ -124,7 +140,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             max_chars,
         } => open(&db).and_then(|kb| super::recall::run(&kb, format, kbids, depth, max_chars)),
         Command::Content { ids } => open(&db).and_then(|kb| {
-            let c = kb.content(&ids)?;
+            let c = kb.run(op::CONTENT, &IdsParams { ids })?;
             match format {
                 Format::Json => print_json(&c, false),
                 Format::Text => print_text(&c.data),
@@ -132,7 +148,7 @@ pub fn dispatch(cli: Cli) -> i32 {
             Ok(EXIT_OK)
         }),
         Command::Docs => open(&db).and_then(|kb| {
-            let docs = kb.list_documents()?;
+            let docs = kb.run(op::DOCS, &NoParams {})?;
             match format {
                 Format::Json => print_json(&docs, true),
                 Format::Text => {
@@ -164,7 +180,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         }
         Command::Check => open(&db).and_then(|kb| super::maintenance::check(&kb, format)),
         Command::Gc => open(&db).and_then(|kb| {
-            let r = kb.gc()?;
+            let r = kb.run(op::GC, &NoParams {})?;
             match format {
                 Format::Json => print_json(&r, false),
                 Format::Text => print_text(&format!(
@@ -176,7 +192,7 @@ pub fn dispatch(cli: Cli) -> i32 {
         }),
         Command::Rebuild => open(&db).and_then(|kb| super::maintenance::rebuild(&kb, format)),
         Command::Status => open(&db).and_then(|kb| {
-            let s = kb.status()?;
+            let s = kb.run(op::STATUS, &NoParams {})?;
             match format {
                 Format::Json => print_json(&s, true),
                 Format::Text => print_text(&format!(
@@ -365,8 +381,19 @@ fn retrieved_text(r: &Retrieved) -> String {
 fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
     let req = kbdb::SearchRequest {
         query: a.query.join(" "),
-        mode: a.mode,
-        search_mode: a.search_mode,
+        // clap checked the values against the same names; parsed once here.
+        mode: a
+            .mode
+            .as_deref()
+            .map(SearchMode::parse)
+            .transpose()?
+            .flatten(),
+        search_mode: a
+            .search_mode
+            .as_deref()
+            .map(Retrieval::parse)
+            .transpose()?
+            .flatten(),
         limit: a.limit,
         offset: a.offset,
         content: a.content,
@@ -383,7 +410,7 @@ fn search(kb: &Backend, format: Format, a: SearchArgs) -> Result<i32, KbError> {
         },
         min_score: a.min_score,
     };
-    let r = kb.search(&req)?;
+    let r = kb.run(op::SEARCH, &req)?;
     if format == Format::Json {
         print_json(&r, true);
         return Ok(EXIT_OK);

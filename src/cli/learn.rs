@@ -6,6 +6,8 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use base64::Engine;
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::LearnDocumentParams;
 use kbdb::{KbError, LearnRequest, LearnResult};
 
 use super::backend::Backend;
@@ -29,7 +31,7 @@ pub fn run(db: &Path, format: Format, embedded: bool, args: LearnArgs) -> Result
         return split(&kb, format, args);
     }
     let req = request_from_args(args)?;
-    let r = kb.learn(req)?;
+    let r = kb.run(op::LEARN, &req)?;
     match format {
         Format::Json => print_json(&r, false),
         Format::Text => print_text(&result_text(&r)),
@@ -44,7 +46,16 @@ fn split(kb: &Backend, format: Format, args: LearnArgs) -> Result<i32, KbError> 
         .clone()
         .ok_or_else(|| KbError::invalid("docid", "is required with --split"))?;
     let req = request_from_args(args)?;
-    let r = kb.learn_document(&docid, &req.content, req.title.as_deref(), &req.tags)?;
+    let r = kb.run(
+        op::LEARN_DOCUMENT,
+        &LearnDocumentParams {
+            docid: docid.clone(),
+            markdown: req.content,
+            title: req.title,
+            metadata: None,
+            tags: req.tags,
+        },
+    )?;
     match format {
         Format::Json => print_json(&r, false),
         Format::Text => {

@@ -6,6 +6,8 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::NoParams;
 use kbdb::{CheckResult, ExportOptions, ImportResult, Kb, KbError};
 
 use super::backend::Backend;
@@ -38,7 +40,7 @@ pub fn reporter(bar: &ProgressBar) -> impl Fn(u64, u64) + '_ {
 
 pub fn check(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let bar = progress_bar("check");
-    let r = kb.check_with_progress(&reporter(&bar))?;
+    let r = kb.run_progress(op::CHECK, &NoParams {}, Some(&reporter(&bar)))?;
     bar.finish_and_clear();
     match format {
         Format::Json => print_json(&r, true),
@@ -149,7 +151,7 @@ fn print_import(format: Format, r: &ImportResult) {
 
 pub fn rebuild(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let bar = progress_bar("rebuild");
-    let r = kb.rebuild_with_progress(&reporter(&bar))?;
+    let r = kb.run_progress(op::REBUILD, &NoParams {}, Some(&reporter(&bar)))?;
     bar.finish_and_clear();
     match format {
         Format::Json => print_json(&r, false),

@@ -1,7 +1,11 @@
 //! `kbdb skill …` and `kbdb agent …`: the MCP skill and agent tools for people.
 
 use kbdb::KbError;
-use serde_json::{Value, json};
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::{
+    AgentCreateParams, AgentParams, NoParams, SkillDeleteParams, SkillGetParams, SkillLearnParams,
+};
+use serde_json::Value;
 
 use super::args::{AgentAction, Format, SkillAction};
 use super::backend::Backend;
@@ -37,9 +41,14 @@ pub fn skill(kb: &Backend, format: Format, action: SkillAction) -> Result<i32, K
                     text
                 }
             };
-            let v = kb.call_json(
-                "skill_learn",
-                json!({"name": name, "description": description, "body": body}),
+            let v = kb.run(
+                op::SKILL_LEARN,
+                &SkillLearnParams {
+                    name,
+                    description,
+                    arguments: None,
+                    body: Some(body),
+                },
             )?;
             let args: Vec<&str> = v["arguments"]
                 .as_array()
@@ -58,7 +67,7 @@ pub fn skill(kb: &Backend, format: Format, action: SkillAction) -> Result<i32, K
             show(format, &v, text);
         }
         SkillAction::List => {
-            let v = kb.call_json("skill_list", json!({}))?;
+            let v = kb.run(op::SKILL_LIST, &NoParams {})?;
             let lines: Vec<String> = v
                 .as_array()
                 .into_iter()
@@ -76,7 +85,7 @@ pub fn skill(kb: &Backend, format: Format, action: SkillAction) -> Result<i32, K
             show(format, &v, lines.join("\n"));
         }
         SkillAction::Get { name, kbid } => {
-            let v = kb.call_json("skill_get", json!({"name": name, "kbid": kbid}))?;
+            let v = kb.run(op::SKILL_GET, &SkillGetParams { name, kbid })?;
             let text = format!(
                 "{} ({})\n{}\n\n{}",
                 s(&v, "name"),
@@ -87,7 +96,7 @@ pub fn skill(kb: &Backend, format: Format, action: SkillAction) -> Result<i32, K
             show(format, &v, text);
         }
         SkillAction::Delete { kbid } => {
-            let v = kb.call_json("skill_delete", json!({ "kbid": kbid }))?;
+            let v = kb.run(op::SKILL_DELETE, &SkillDeleteParams { kbid: kbid.clone() })?;
             show(format, &v, format!("deleted skill {kbid}"));
         }
     }
@@ -121,14 +130,19 @@ pub fn agent(kb: &Backend, format: Format, action: AgentAction) -> Result<i32, K
             persona,
             skills,
         } => {
-            let v = kb.call_json(
-                "agent_create",
-                json!({"name": name, "description": description, "persona": persona, "skills": skills}),
+            let v = kb.run(
+                op::AGENT_CREATE,
+                &AgentCreateParams {
+                    name,
+                    description,
+                    persona,
+                    skills,
+                },
             )?;
             show(format, &v, describe_agent(&v));
         }
         AgentAction::List => {
-            let v = kb.call_json("agent_list", json!({}))?;
+            let v = kb.run(op::AGENT_LIST, &NoParams {})?;
             let lines: Vec<String> = v
                 .as_array()
                 .into_iter()
@@ -146,11 +160,16 @@ pub fn agent(kb: &Backend, format: Format, action: AgentAction) -> Result<i32, K
             show(format, &v, lines.join("\n"));
         }
         AgentAction::Get { docid } => {
-            let v = kb.call_json("agent_get", json!({ "docid": docid }))?;
+            let v = kb.run(op::AGENT_GET, &AgentParams { docid })?;
             show(format, &v, describe_agent(&v));
         }
         AgentAction::Delete { docid } => {
-            let v = kb.call_json("agent_delete", json!({ "docid": docid }))?;
+            let v = kb.run(
+                op::AGENT_DELETE,
+                &AgentParams {
+                    docid: docid.clone(),
+                },
+            )?;
             show(format, &v, format!("deleted agent {docid}"));
         }
     }

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use kbdb::KbError;
+use kbdb::daemon::operations::op;
+use kbdb::daemon::params::{DirParam, NoParams};
 use kbdb::sync::{FolderWatcher, SyncReport, SyncRequest, WatchOptions};
-use serde_json::json;
 
 use super::args::{Format, SyncArgs, WatchArgs};
 use super::backend::Backend;
@@ -23,19 +24,14 @@ fn run_sync(
     req: &SyncRequest,
     bar_label: Option<&str>,
 ) -> Result<SyncReport, KbError> {
-    let params = serde_json::to_value(req).map_err(|e| KbError::Storage(e.to_string()))?;
     match bar_label {
         Some(label) => {
             let bar = progress_bar(label);
-            let r = kb.call_progress("sync", params, &reporter(&bar));
+            let r = kb.run_progress(op::SYNC, req, Some(&reporter(&bar)));
             bar.finish_and_clear();
             r
         }
-        None => {
-            let v = kb.call_json("sync", params)?;
-            serde_json::from_value(v)
-                .map_err(|e| KbError::Daemon(format!("unexpected sync result: {e}")))
-        }
+        None => kb.run(op::SYNC, req),
     }
 }
 
@@ -77,9 +73,7 @@ fn warn_skipped(r: &SyncReport) {
 pub fn sync(db: &Path, format: Format, embedded: bool, a: SyncArgs) -> Result<i32, KbError> {
     let (kb, _) = Backend::open(db, embedded, false)?;
     if a.list {
-        let roots: Vec<kbdb::sync::SyncRootInfo> =
-            serde_json::from_value(kb.call_json("sync_roots", json!({}))?)
-                .map_err(|e| KbError::Daemon(format!("unexpected sync_roots result: {e}")))?;
+        let roots = kb.run(op::SYNC_ROOTS, &NoParams {})?;
         match format {
             Format::Json => print_json(&roots, true),
             Format::Text if roots.is_empty() => print_text("no folder is synced"),
@@ -99,9 +93,7 @@ pub fn sync(db: &Path, format: Format, embedded: bool, a: SyncArgs) -> Result<i3
     }
     let dir = absolute(a.dir.as_deref().unwrap_or(Path::new(".")))?;
     if a.forget {
-        let r: kbdb::sync::ForgetReport =
-            serde_json::from_value(kb.call_json("sync_forget", json!({ "dir": dir }))?)
-                .map_err(|e| KbError::Daemon(format!("unexpected sync_forget result: {e}")))?;
+        let r = kb.run(op::SYNC_FORGET, &DirParam { dir })?;
         match format {
             Format::Json => print_json(&r, false),
             Format::Text if r.forgotten => print_text(&format!(

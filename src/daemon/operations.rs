@@ -9,6 +9,8 @@
 //! tool list and `tools/call` (`mcp/tools.rs`), and the documentation tests (docs/mcp.md,
 //! docs/daemon.md, README.md list what is served here).
 
+use std::marker::PhantomData;
+
 use serde_json::{Value, json};
 
 use super::methods::{CallError, CallResult, params, to_value};
@@ -142,6 +144,95 @@ impl Operation {
     }
 }
 
+/// A typed handle on an operation of the table: its method, the type a caller sends (its JSON
+/// form is the method's parameters) and the type the method answers with. Callers (the CLI's
+/// `Backend::run`) take these from [`op`] instead of writing a method name, so a misspelt
+/// method or a wrong parameter or result type fails to compile.
+pub struct Op<P, R> {
+    pub method: &'static str,
+    types: PhantomData<fn(&P) -> R>,
+}
+
+impl<P, R> Op<P, R> {
+    const fn new(method: &'static str) -> Self {
+        Op {
+            method,
+            types: PhantomData,
+        }
+    }
+}
+
+// Manual: derive would require `P: Clone, R: Clone`.
+impl<P, R> Clone for Op<P, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<P, R> Copy for Op<P, R> {}
+
+/// Declares the typed handles and the list the test checks against the table.
+macro_rules! ops {
+    ($($name:ident: $p:ty => $r:ty = $method:literal;)*) => {
+        $(pub const $name: Op<$p, $r> = Op::new($method);)*
+        /// Every handle's method, for the test that each is a row of the table.
+        #[cfg(test)]
+        pub(super) const ALL: &[&str] = &[$($method),*];
+    };
+}
+
+/// The typed handles of the operations the CLI calls. A result typed `Value` is one the CLI
+/// prints as the JSON it is; `query` takes any JSON object (its fields are the query's).
+pub mod op {
+    use serde_json::Value;
+
+    use super::Op;
+    use crate::daemon::params::*;
+    use crate::store::synonyms::SynonymEntry;
+    use crate::sync::{ForgetReport, SyncReport, SyncRequest, SyncRootInfo};
+    use crate::*;
+
+    ops! {
+        SEARCH: SearchRequest => SearchResponse = "search";
+        LEARN: LearnRequest => LearnResult = "learn";
+        LEARN_MANY: LearnManyParams => Vec<Value> = "learn_many";
+        LEARN_DOCUMENT: LearnDocumentParams => DocumentLearnResult = "learn_document";
+        UNLEARN: UnlearnParams => UnlearnResult = "unlearn";
+        RETRIEVE: RetrieveParams => Retrieved = "retrieve";
+        RECALL: RecallParams => Recalled = "recall";
+        CONTENT: IdsParams => ComposedContent = "content";
+        DOCS: NoParams => Vec<DocumentSummary> = "docs";
+        STATUS: NoParams => Status = "status";
+        CHECK: NoParams => CheckResult = "check";
+        GC: NoParams => GcResult = "gc";
+        REBUILD: NoParams => RebuildResult = "rebuild";
+        EXPORT: ExportParams => ExportResult = "export";
+        IMPORT: ImportParams => ImportResult = "import";
+        SYNONYMS_ADD: SynonymsParams => Value = "synonyms_add";
+        SYNONYMS_REMOVE: SynonymsParams => Value = "synonyms_remove";
+        SYNONYMS_LIST: NoParams => Vec<SynonymEntry> = "synonyms_list";
+        SKILL_LEARN: SkillLearnParams => Value = "skill_learn";
+        SKILL_LIST: NoParams => Value = "skill_list";
+        SKILL_GET: SkillGetParams => Value = "skill_get";
+        SKILL_DELETE: SkillDeleteParams => Value = "skill_delete";
+        AGENT_CREATE: AgentCreateParams => Value = "agent_create";
+        AGENT_LIST: NoParams => Value = "agent_list";
+        AGENT_GET: AgentParams => Value = "agent_get";
+        AGENT_DELETE: AgentParams => Value = "agent_delete";
+        MODELS_LOAD: ModelsLoadParams => Value = "models_load";
+        MODELS_SHOW: NoParams => Value = "models_show";
+        QUERY: Value => Value = "query";
+        VALIDATE: ValidateParams => Value = "validate";
+        CREATE_DOCUMENT: CreateDocumentParams => Value = "create_document";
+        UPDATE_DOCUMENT: UpdateDocumentParams => Value = "update_document";
+        UPDATE_SECTION: UpdateSectionParams => Value = "update_section";
+        DOCUMENT_JSON: DocidParam => Value = "document_json";
+        DELETE_DOCUMENT: DeleteDocumentParams => Value = "delete_document";
+        SYNC: SyncRequest => SyncReport = "sync";
+        SYNC_ROOTS: NoParams => Vec<SyncRootInfo> = "sync_roots";
+        SYNC_FORGET: DirParam => ForgetReport = "sync_forget";
+    }
+}
+
 /// The operation behind a daemon method.
 pub fn by_method(method: &str) -> Option<&'static Operation> {
     OPERATIONS.iter().find(|o| o.method == method)
@@ -170,7 +261,7 @@ fn text(s: String) -> CallResult {
 /// (contentbase-mcp-descriptions.md).
 pub static OPERATIONS: &[Operation] = &[
     Operation {
-        method: "search",
+        method: op::SEARCH.method,
         kind: Kind::Read(|kb, p, _| {
             let req: crate::SearchRequest = params::<SearchParams>(p)?.into();
             to_value(kb.search(&req)?)
@@ -195,7 +286,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "learn",
+        method: op::LEARN.method,
         kind: Kind::Write(
             |_, p| Ok(vec![WriteOp::Learn(params::<LearnParams>(p)?.into())]),
             Answer::One,
@@ -220,7 +311,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "unlearn",
+        method: op::UNLEARN.method,
         kind: Kind::Write(
             |_, p| {
                 Ok(vec![WriteOp::Unlearn {
@@ -246,7 +337,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "retrieve",
+        method: op::RETRIEVE.method,
         kind: Kind::Read(|kb, p, _| {
             let p: RetrieveParams = params(p)?;
             to_value(kb.retrieve(p.kbid.as_deref(), p.docid.as_deref())?)
@@ -268,7 +359,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "recall",
+        method: op::RECALL.method,
         kind: Kind::Read(|kb, p, _| {
             let p: RecallParams = params(p)?;
             let req = RecallRequest::new(p.kbid, p.kbids, p.depth, p.max_chars)?;
@@ -293,7 +384,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "content",
+        method: op::CONTENT.method,
         kind: Kind::Read(|kb, p, _| to_value(kb.content(&params::<IdsParams>(p)?.ids)?)),
         long: false,
         tool: Some(Tool {
@@ -312,7 +403,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "status",
+        method: op::STATUS.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.status()?)),
         long: false,
         tool: Some(Tool {
@@ -329,7 +420,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "check",
+        method: op::CHECK.method,
         kind: Kind::Read(|kb, _, progress| to_value(kb.check_with_progress(progress)?)),
         long: true,
         tool: Some(Tool {
@@ -349,7 +440,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "gc",
+        method: op::GC.method,
         kind: Kind::Change(|kb, _, _| to_value(kb.gc()?)),
         long: true,
         tool: Some(Tool {
@@ -367,7 +458,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "rebuild",
+        method: op::REBUILD.method,
         kind: Kind::Maintenance(|kb, _, progress| to_value(kb.rebuild_with_progress(progress)?)),
         long: true,
         tool: Some(Tool {
@@ -384,7 +475,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "export",
+        method: op::EXPORT.method,
         kind: Kind::Maintenance(|kb, p, progress| {
             let p: ExportParams = params(p)?;
             let opts = ExportOptions {
@@ -414,7 +505,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "skill_learn",
+        method: op::SKILL_LEARN.method,
         kind: Kind::Change(|kb, p, _| {
             let input = params::<SkillLearnParams>(p)?
                 .try_into()
@@ -437,7 +528,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "skill_list",
+        method: op::SKILL_LIST.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.skill_list()?)),
         long: false,
         tool: Some(Tool {
@@ -452,7 +543,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "skill_get",
+        method: op::SKILL_GET.method,
         kind: Kind::Read(|kb, p, _| {
             let p: SkillGetParams = params(p)?;
             to_value(kb.skill_get(p.name.as_deref(), p.kbid.as_deref())?)
@@ -471,7 +562,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "skill_delete",
+        method: op::SKILL_DELETE.method,
         kind: Kind::Change(|kb, p, _| {
             let kbid = params::<SkillDeleteParams>(p)?.kbid;
             let removed = kb.skill_delete(&kbid)?;
@@ -490,7 +581,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "agent_create",
+        method: op::AGENT_CREATE.method,
         kind: Kind::Change(|kb, p, _| {
             to_value(kb.agent_create(params::<AgentCreateParams>(p)?.into())?)
         }),
@@ -510,7 +601,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "agent_list",
+        method: op::AGENT_LIST.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.agent_list()?)),
         long: false,
         tool: Some(Tool {
@@ -525,7 +616,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "agent_get",
+        method: op::AGENT_GET.method,
         kind: Kind::Read(|kb, p, _| to_value(kb.agent_get(&params::<AgentParams>(p)?.docid)?)),
         long: false,
         tool: Some(Tool {
@@ -541,7 +632,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "agent_delete",
+        method: op::AGENT_DELETE.method,
         kind: Kind::Change(|kb, p, _| {
             let docid = params::<AgentParams>(p)?.docid;
             let removed = kb.agent_delete(&docid)?;
@@ -626,7 +717,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "query",
+        method: op::QUERY.method,
         // The engine's query parser reads the parameters (QueryParams only describes them).
         kind: Kind::Read(|kb, p, _| Ok(kb.query(&(if p.is_null() { json!({}) } else { p }))?)),
         long: false,
@@ -682,7 +773,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "validate",
+        method: op::VALIDATE.method,
         kind: Kind::Read(|kb, p, _| {
             let target = params::<ValidateParams>(p)?
                 .target()
@@ -703,7 +794,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "create_document",
+        method: op::CREATE_DOCUMENT.method,
         kind: Kind::Write(
             |kb, p| {
                 let input: crate::collections::state::CreateDocument =
@@ -727,7 +818,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "update_document",
+        method: op::UPDATE_DOCUMENT.method,
         kind: Kind::Write(
             |_, p| {
                 let p: UpdateDocumentParams = params(p)?;
@@ -756,7 +847,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "update_section",
+        method: op::UPDATE_SECTION.method,
         kind: Kind::Write(
             |_, p| {
                 let p: UpdateSectionParams = params(p)?;
@@ -787,7 +878,7 @@ pub static OPERATIONS: &[Operation] = &[
         }),
     },
     Operation {
-        method: "delete_document",
+        method: op::DELETE_DOCUMENT.method,
         kind: Kind::Write(
             |_, p| {
                 Ok(vec![WriteOp::EditDocument {
@@ -830,7 +921,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "learn_many",
+        method: op::LEARN_MANY.method,
         kind: Kind::Write(
             |_, p| {
                 Ok(params::<LearnManyParams>(p)?
@@ -845,7 +936,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "learn_document",
+        method: op::LEARN_DOCUMENT.method,
         kind: Kind::Write(
             |_, p| {
                 let p: LearnDocumentParams = params(p)?;
@@ -863,7 +954,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "sync",
+        method: op::SYNC.method,
         kind: Kind::Sync(
             |kb, p, progress, write| to_value(kb.sync_with(&params(p)?, write, progress)?),
             // Documents are made to match the files, whatever ran before.
@@ -873,7 +964,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "sync_forget",
+        method: op::SYNC_FORGET.method,
         kind: Kind::Sync(
             |kb, p, _, write| to_value(kb.sync_forget_with(&params::<DirParam>(p)?.dir, write)?),
             Repeatable::No,
@@ -882,13 +973,13 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "sync_roots",
+        method: op::SYNC_ROOTS.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.sync_roots()?)),
         long: false,
         tool: None,
     },
     Operation {
-        method: "import",
+        method: op::IMPORT.method,
         kind: Kind::Change(|kb, p, progress| {
             let p: ImportParams = params(p)?;
             to_value(kb.import_with_progress(&p.path, p.strict, progress)?)
@@ -897,7 +988,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "docs",
+        method: op::DOCS.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.list_documents()?)),
         long: false,
         tool: None,
@@ -928,7 +1019,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "synonyms_add",
+        method: op::SYNONYMS_ADD.method,
         kind: Kind::Change(|kb, p, _| {
             let p: SynonymsParams = params(p)?;
             to_value(kb.synonyms_add(&p.term, &p.synonyms)?)
@@ -937,7 +1028,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "synonyms_remove",
+        method: op::SYNONYMS_REMOVE.method,
         kind: Kind::Change(|kb, p, _| {
             let p: SynonymsParams = params(p)?;
             let removed = kb.synonyms_remove(&p.term, &p.synonyms)?;
@@ -947,7 +1038,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "synonyms_list",
+        method: op::SYNONYMS_LIST.method,
         kind: Kind::Read(|kb, _, _| to_value(kb.synonyms_list()?)),
         long: false,
         tool: None,
@@ -959,13 +1050,13 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "models_load",
+        method: op::MODELS_LOAD.method,
         kind: Kind::Change(|kb, p, _| Ok(kb.models_load(&params::<ModelsLoadParams>(p)?.toml)?)),
         long: false,
         tool: None,
     },
     Operation {
-        method: "models_show",
+        method: op::MODELS_SHOW.method,
         kind: Kind::Read(|kb, _, _| {
             Ok(json!({
                 "toml": kb.models_toml()?,
@@ -1017,7 +1108,7 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
-        method: "document_json",
+        method: op::DOCUMENT_JSON.method,
         kind: Kind::Read(|kb, p, _| Ok(kb.document_json(&params::<DocidParam>(p)?.docid)?)),
         long: false,
         tool: None,
@@ -1120,6 +1211,18 @@ mod tests {
                 &|_, _| {},
             );
             assert!(r.is_ok(), "{ok}");
+        }
+    }
+
+    /// Every typed handle names a row of the table (the rows take their method from the
+    /// handles, so a handle without a row is the only way to go wrong).
+    #[test]
+    fn every_typed_handle_is_an_operation() {
+        for m in op::ALL {
+            assert!(
+                by_method(m).is_some(),
+                "{m}: not in the table of operations"
+            );
         }
     }
 }

@@ -10,10 +10,8 @@
 use std::path::PathBuf;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use crate::error::KbError;
 
 /// The `inputSchema` of a tool taking `T`: a closed object schema (`additionalProperties:
 /// false` from `deny_unknown_fields`), without the generator's `$schema`, `title`, integer
@@ -92,137 +90,14 @@ fn any_object(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// An operation without parameters (any given are ignored).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
 // ---- search ------------------------------------------------------------------------------
 
-/// What `mode` takes: a result shape (kbdb-mcp.md) or a retrieval path (kbdb-hybrid-search.md);
-/// the two sets are disjoint. A retrieval path here implies `sections` results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum SearchMode {
-    Sections,
-    Documents,
-    Stats,
-    Lexical,
-    Vector,
-    Hybrid,
-}
-
-/// The retrieval path (`search_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Retrieval {
-    Lexical,
-    Vector,
-    Hybrid,
-}
-
-impl SearchMode {
-    /// Every value, as the wire spells it (also the CLI's `--mode` choices).
-    pub const NAMES: [&'static str; 6] = [
-        "sections",
-        "documents",
-        "stats",
-        "lexical",
-        "vector",
-        "hybrid",
-    ];
-    const ALL: [SearchMode; 6] = [
-        SearchMode::Sections,
-        SearchMode::Documents,
-        SearchMode::Stats,
-        SearchMode::Lexical,
-        SearchMode::Vector,
-        SearchMode::Hybrid,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The value `s` names (surrounding white space ignored; empty: none).
-    pub fn parse(s: &str) -> Result<Option<SearchMode>, KbError> {
-        parse_choice(s, "mode", &Self::NAMES, &Self::ALL)
-    }
-}
-
-impl Retrieval {
-    /// Every value, as the wire spells it (also the CLI's `--search-mode` choices).
-    pub const NAMES: [&'static str; 3] = ["lexical", "vector", "hybrid"];
-    const ALL: [Retrieval; 3] = [Retrieval::Lexical, Retrieval::Vector, Retrieval::Hybrid];
-
-    pub fn as_str(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-
-    /// The value `s` names (surrounding white space ignored; empty: none).
-    pub fn parse(s: &str) -> Result<Option<Retrieval>, KbError> {
-        parse_choice(s, "search_mode", &Self::NAMES, &Self::ALL)
-    }
-}
-
-/// One of `names` (the spec's error text otherwise: `'x' is not one of a, b, c`).
-fn parse_choice<T: Copy>(
-    s: &str,
-    field: &str,
-    names: &[&str],
-    all: &[T],
-) -> Result<Option<T>, KbError> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    match names.iter().position(|n| *n == s) {
-        Some(i) => Ok(Some(all[i])),
-        None => Err(KbError::invalid(
-            field,
-            format!(
-                "'{}' is not one of {}",
-                crate::text::preview(s, 30),
-                names.join(", ")
-            ),
-        )),
-    }
-}
-
-/// A choice field: absent, null or empty is none; a bad value an error naming the field
-/// (carried through serde; [`invalid_choice`] turns it back into the field's error).
-fn choice<'de, D, T>(
-    d: D,
-    parse: fn(&str) -> Result<Option<T>, KbError>,
-) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) => parse(&s).map_err(|e| serde::de::Error::custom(format!("{CHOICE}{e}"))),
-    }
-}
-
-fn search_mode<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SearchMode>, D::Error> {
-    choice(d, SearchMode::parse)
-}
-
-fn retrieval<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Retrieval>, D::Error> {
-    choice(d, Retrieval::parse)
-}
-
-/// Marks a choice field's error inside a deserialiser's message.
-const CHOICE: &str = "\u{1}choice:";
-
-/// A choice field's error (`mode: 'x' is not one of ...`) as the invalid-input error it is,
-/// with its field, like every other rule of the engine; other messages are left alone.
-pub fn invalid_choice(message: &str) -> Option<KbError> {
-    let rest = &message[message.find(CHOICE)? + CHOICE.len()..];
-    let (field, rule) = rest.split_once(": ")?;
-    // serde_json appends no position to an error of `from_value`; be safe anyway.
-    let rule = rule.split(" at line ").next().unwrap_or(rule);
-    Some(KbError::invalid(field, rule))
-}
+pub use crate::search::mode::{Retrieval, SearchMode, invalid_choice};
+use crate::search::mode::{retrieval, search_mode};
 
 /// `search`.
 #[derive(Deserialize, JsonSchema)]
@@ -295,8 +170,8 @@ impl From<SearchParams> for crate::SearchRequest {
     fn from(p: SearchParams) -> Self {
         crate::SearchRequest {
             query: p.query,
-            mode: p.mode.map(|m| m.as_str().to_string()),
-            search_mode: p.search_mode.map(|m| m.as_str().to_string()),
+            mode: p.mode,
+            search_mode: p.search_mode,
             limit: p.limit,
             offset: p.offset,
             content: p.content,
@@ -368,7 +243,7 @@ impl From<LearnParams> for crate::LearnRequest {
 }
 
 /// `unlearn`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnlearnParams {
     /// The section to remove: a 26-character kbid, as returned by search, recall or learn.
@@ -376,7 +251,7 @@ pub struct UnlearnParams {
 }
 
 /// `retrieve`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveParams {
     /// Section to fetch: a 26-character kbid, as returned by search, recall or learn.
@@ -386,7 +261,7 @@ pub struct RetrieveParams {
 }
 
 /// `recall`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecallParams {
     /// One section: a 26-character kbid, as returned by search, recall or learn. The result is
@@ -407,7 +282,7 @@ pub struct RecallParams {
 }
 
 /// `content`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IdsParams {
     /// kbids and/or docids, in the order to render them.
@@ -416,7 +291,7 @@ pub struct IdsParams {
 }
 
 /// `export`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportParams {
     /// Destination folder (default `./kbdb-export/`). A relative path is taken from the folder
@@ -442,7 +317,7 @@ pub struct ExportParams {
 // ---- skills and agents -------------------------------------------------------------------
 
 /// `skill-learn`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillLearnParams {
     /// Skill name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
@@ -461,7 +336,7 @@ pub struct SkillLearnParams {
 }
 
 // One template argument of `skill-learn` (no doc comment: it would become a description).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillArgumentParams {
     /// Placeholder name as written in `{{...}}`.
@@ -497,7 +372,7 @@ impl TryFrom<SkillLearnParams> for crate::skills::SkillInput {
 }
 
 /// `skill-get`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillGetParams {
     /// Skill name to look up.
@@ -507,7 +382,7 @@ pub struct SkillGetParams {
 }
 
 /// `skill-delete`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillDeleteParams {
     /// Kbid of the skill to remove (see `skill-list`).
@@ -515,7 +390,7 @@ pub struct SkillDeleteParams {
 }
 
 /// `agent-create`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentCreateParams {
     /// Agent name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
@@ -541,7 +416,7 @@ impl From<AgentCreateParams> for crate::skills::AgentInput {
 }
 
 /// `agent-get`, `agent-delete`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentParams {
     /// Agent document ID, `agent-<name>` (see `agent-list`).
@@ -680,7 +555,7 @@ impl From<TextSearchParams> for crate::collections::state::TextSearch {
 
 /// `validate`: `target`, or `pathId` (or `docid`) for one document; giving two is refused as
 /// before (they were one field with aliases).
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ValidateParams {
     /// A pathId ('stories/login'), a model name ('Story'), or 'all' (default).
@@ -701,7 +576,7 @@ impl ValidateParams {
 }
 
 /// `create_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDocumentParams {
     /// Model name.
@@ -733,7 +608,7 @@ impl From<CreateDocumentParams> for crate::collections::state::CreateDocument {
 }
 
 /// `update_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateDocumentParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -752,7 +627,7 @@ pub struct UpdateDocumentParams {
 }
 
 /// `update_section`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateSectionParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -774,7 +649,7 @@ pub struct UpdateSectionParams {
 }
 
 /// `delete_document`.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeleteDocumentParams {
     /// The document's id (kbdb docid), e.g. `stories/login`.
@@ -784,26 +659,26 @@ pub struct DeleteDocumentParams {
 
 // ---- methods without a tool --------------------------------------------------------------
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirParam {
     pub dir: PathBuf,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DocidParam {
     #[serde(alias = "pathId")]
     pub docid: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnManyParams {
     pub requests: Vec<crate::LearnRequest>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnDocumentParams {
     pub docid: String,
@@ -817,7 +692,7 @@ pub struct LearnDocumentParams {
     pub tags: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SynonymsParams {
     pub term: String,
@@ -825,7 +700,7 @@ pub struct SynonymsParams {
     pub synonyms: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportParams {
     pub path: PathBuf,
@@ -833,7 +708,7 @@ pub struct ImportParams {
     pub strict: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelsLoadParams {
     pub toml: String,

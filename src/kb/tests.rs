@@ -1252,9 +1252,16 @@ fn search_rejects_an_unknown_mode_naming_the_field() {
     let tmp = tempfile::tempdir().unwrap();
     let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
     let mut req = SearchRequest::new("x");
-    req.mode = Some("bogus".into());
-    assert_eq!(kb.search(&req).unwrap_err().field(), Some("mode"));
-    req.mode = Some("documents".into());
+    // A mode is parsed where the request comes in; the engine takes only valid ones.
+    let bogus: std::result::Result<SearchRequest, _> =
+        serde_json::from_value(serde_json::json!({"query": "x", "mode": "bogus"}));
+    let e = crate::search::mode::invalid_choice(&bogus.unwrap_err().to_string()).unwrap();
+    assert_eq!(e.field(), Some("mode"));
+    assert_eq!(
+        e.to_string(),
+        "mode: 'bogus' is not one of sections, documents, stats, lexical, vector, hybrid"
+    );
+    req.mode = Some(crate::search::SearchMode::Documents);
     req.limit = Some(0);
     assert_eq!(kb.search(&req).unwrap_err().field(), Some("limit"));
 }

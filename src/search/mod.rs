@@ -2,6 +2,7 @@
 //! result modes, snippets and hints. Results are the paged envelope of the spec.
 
 pub mod builtin_synonyms;
+pub mod mode;
 pub mod query;
 pub mod snippet;
 
@@ -13,6 +14,7 @@ use tantivy::query::{BooleanQuery, Occur, Query};
 use tantivy::schema::Value;
 use tantivy::{DocAddress, Searcher, TantivyDocument};
 
+pub use self::mode::{Retrieval, SearchMode, Shape};
 use crate::error::{KbError, Result};
 use crate::index::analyzer::Normalizer;
 use crate::index::lexical::Fields;
@@ -85,11 +87,19 @@ pub struct SearchRequest {
     pub query: String,
     /// `sections` (default), `documents` or `stats` — or a retrieval path (`lexical`,
     /// `vector`, `hybrid`), which implies `sections` (docs/search.md).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "mode::search_mode",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub mode: Option<SearchMode>,
     /// The retrieval path: `lexical` (default), `vector` or `hybrid`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub search_mode: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "mode::retrieval",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub search_mode: Option<Retrieval>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -255,55 +265,11 @@ pub struct SearchResponse {
     pub corrected: Option<BTreeMap<String, String>>,
 }
 
-/// Which ranked lists a search uses (the hybrid-search spec's `search_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retrieval {
-    Lexical,
-    Vector,
-    Hybrid,
-}
-
-impl Retrieval {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Retrieval::Lexical => "lexical",
-            Retrieval::Vector => "vector",
-            Retrieval::Hybrid => "hybrid",
-        }
-    }
-
-    fn parse(v: &str) -> Option<Retrieval> {
-        match v {
-            "lexical" => Some(Retrieval::Lexical),
-            "vector" => Some(Retrieval::Vector),
-            "hybrid" => Some(Retrieval::Hybrid),
-            _ => None,
-        }
-    }
-}
-
 /// The retrieval path a request asks for: `search_mode`, or a retrieval value given in
 /// `mode` (the two specs share the name; their values do not overlap). Both set and
 /// different is an error.
 pub fn requested_retrieval(req: &SearchRequest) -> Result<Retrieval> {
-    let from_mode = req
-        .mode
-        .as_deref()
-        .map(str::trim)
-        .and_then(Retrieval::parse);
-    let explicit = match req.search_mode.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(v) => Some(Retrieval::parse(v).ok_or_else(|| {
-            KbError::invalid(
-                "search_mode",
-                format!(
-                    "'{}' is not one of lexical, vector, hybrid",
-                    crate::text::preview(v, 30)
-                ),
-            )
-        })?),
-    };
-    match (from_mode, explicit) {
+    match (req.mode.and_then(SearchMode::retrieval), req.search_mode) {
         (Some(a), Some(b)) if a != b => Err(KbError::invalid(
             "search_mode",
             format!(
@@ -432,13 +398,6 @@ impl Filters {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Sections,
-    Documents,
-    Stats,
-}
-
 /// Run a search against a searcher of the lexical index and a read snapshot of the store.
 pub(crate) fn run(
     req: &SearchRequest,
@@ -449,23 +408,7 @@ pub(crate) fn run(
     vector: Option<&VectorHits<'_>>,
     documents: Option<&std::collections::HashSet<String>>,
 ) -> Result<SearchResponse> {
-    let mode = match req.mode.as_deref().map(str::trim) {
-        // A retrieval path in `mode` (hybrid-search spec) lists sections.
-        None | Some("") | Some("sections") | Some("lexical") | Some("vector") | Some("hybrid") => {
-            Mode::Sections
-        }
-        Some("documents") => Mode::Documents,
-        Some("stats") => Mode::Stats,
-        Some(other) => {
-            return Err(KbError::invalid(
-                "mode",
-                format!(
-                    "'{}' is not one of sections, documents, stats, lexical, vector, hybrid",
-                    crate::text::preview(other, 30)
-                ),
-            ));
-        }
-    };
+    let mode = req.mode.map_or(Shape::Sections, SearchMode::shape);
     let limit = req.limit.unwrap_or(DEFAULT_LIMIT);
     if !(1..=MAX_LIMIT).contains(&limit) {
         return Err(KbError::invalid(
@@ -483,7 +426,7 @@ pub(crate) fn run(
             ),
         ));
     }
-    if vector.is_some() && mode == Mode::Sections && offset + limit > FUSION_DEPTH {
+    if vector.is_some() && mode == Shape::Sections && offset + limit > FUSION_DEPTH {
         return Err(KbError::invalid(
             "offset",
             format!(
@@ -567,8 +510,8 @@ pub(crate) fn run(
 
     let depth = match mode {
         _ if vector.is_some() => FUSION_DEPTH,
-        Mode::Sections if proximity.is_some() => (offset + limit).max(RERANK_WINDOW),
-        Mode::Sections => offset + limit,
+        Shape::Sections if proximity.is_some() => (offset + limit).max(RERANK_WINDOW),
+        Shape::Sections => offset + limit,
         _ => MAX_GROUPED_HITS,
     };
     let mut relaxed = false;
@@ -715,7 +658,7 @@ pub(crate) fn run(
         order.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then_with(|| a.0.cmp(&b.0)));
         total = order.len();
         let needed = match mode {
-            Mode::Sections => offset..offset + limit,
+            Shape::Sections => offset..offset + limit,
             _ => 0..order.len(),
         };
         for (i, (_, (score, addr, kbid, lexical_rank, vector_rank))) in
@@ -746,7 +689,7 @@ pub(crate) fn run(
         }
     } else {
         let needed = match mode {
-            Mode::Sections => offset..offset + limit,
+            Shape::Sections => offset..offset + limit,
             _ => 0..keyed.len(),
         };
         for (i, (score, _, addr)) in keyed.into_iter().enumerate() {
@@ -809,7 +752,7 @@ pub(crate) fn run(
     };
 
     let (items, total_out, stats) = match mode {
-        Mode::Sections => {
+        Shape::Sections => {
             let mut items = Vec::new();
             for (_, kbid, _) in ranked.iter().skip(offset).take(limit) {
                 if let Some(item) = describe(kbid)? {
@@ -818,7 +761,7 @@ pub(crate) fn run(
             }
             (SearchItems::Sections(items), total, None)
         }
-        Mode::Documents => {
+        Shape::Documents => {
             // Group by document in rank order; a section in several documents counts in each.
             let mut order: Vec<Option<String>> = Vec::new();
             let mut groups: BTreeMap<Option<String>, Vec<String>> = BTreeMap::new();
@@ -867,7 +810,7 @@ pub(crate) fn run(
             }
             (SearchItems::Documents(out), total_docs, None)
         }
-        Mode::Stats => {
+        Shape::Stats => {
             let mut stats = SearchStats::default();
             for (_, kbid, _) in &ranked {
                 if let Some(rec) = store.section(kbid)? {
@@ -890,7 +833,7 @@ pub(crate) fn run(
         }
     };
     let has_more = match mode {
-        Mode::Stats => false,
+        Shape::Stats => false,
         _ => offset + items.len() < total_out,
     };
     // Each correction as a word: the form the best hit holding the term has, else the term.
@@ -927,12 +870,7 @@ pub(crate) fn run(
         limit,
         has_more,
         relaxed,
-        mode: match mode {
-            Mode::Sections => "sections",
-            Mode::Documents => "documents",
-            Mode::Stats => "stats",
-        }
-        .to_string(),
+        mode: mode.as_str().to_string(),
         search_mode: "lexical".to_string(),
         retrieval_method: "lexical".to_string(),
         stats,
