@@ -45,6 +45,7 @@ pub mod text;
 pub mod types;
 mod unlearn;
 pub mod vectors;
+pub mod web;
 pub mod writes;
 pub use config::Config;
 pub use error::{KbError, Result};

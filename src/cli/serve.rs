@@ -55,13 +55,22 @@ pub fn serve(db: &Path, format: Format, args: ServeArgs) -> kbdb::Result<i32> {
     };
     kbdb::serve::run(options, |server| {
         let url = server.mcp_url();
+        let sign_in = server.sign_in_url();
         match format {
             Format::Json => print_json(
-                &serde_json::json!({"listening": server.local_addr().to_string(), "url": url}),
+                &serde_json::json!({
+                    "listening": server.local_addr().to_string(),
+                    "url": url,
+                    "web": sign_in,
+                }),
                 false,
             ),
             Format::Text => print_text(&format!("kbdb serve: MCP at {url}")),
         }
+        // The page's sign-in link, as Jupyter prints its own: on stderr, with the secret.
+        super::output::print_stderr(&format!(
+            "kbdb serve: web page at {sign_in} (a one-time sign-in link; see docs/web.md)"
+        ));
     })?;
     Ok(EXIT_OK)
 }

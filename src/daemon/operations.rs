@@ -994,6 +994,15 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
+        method: "tag_counts",
+        kind: Kind::Read(|kb, p, _| {
+            let limit = params::<LimitParam>(p)?.limit.unwrap_or(1000).min(10_000);
+            to_value(kb.tag_counts(limit)?)
+        }),
+        long: false,
+        tool: None,
+    },
+    Operation {
         method: "retrieve_many",
         kind: Kind::Read(|kb, p, _| {
             let kbids = params::<KbidsParam>(p)?.kbids;

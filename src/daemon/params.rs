@@ -755,3 +755,10 @@ pub struct PrefixParams {
 pub struct SeqParam {
     pub seq: u64,
 }
+
+/// An optional bound on a list (`tag_counts`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LimitParam {
+    pub limit: Option<usize>,
+}

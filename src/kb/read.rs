@@ -129,6 +129,23 @@ impl Kb {
         })
     }
 
+    /// How many sections carry each tag, most used first (ties by tag), at most `limit` tags.
+    pub fn tag_counts(&self, limit: usize) -> Result<Vec<TagCount>> {
+        let txn = self.db()?.begin_read()?;
+        let table = txn.open_multimap_table(store::tables::TAGS)?;
+        let mut out = Vec::new();
+        for row in redb::ReadableMultimapTable::iter(&table)? {
+            let (k, values) = row?;
+            out.push(TagCount {
+                tag: k.value().to_string(),
+                sections: values.len(),
+            });
+        }
+        out.sort_by(|a, b| b.sections.cmp(&a.sections).then_with(|| a.tag.cmp(&b.tag)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
     /// Every document, by docid.
     pub fn list_documents(&self) -> Result<Vec<DocumentSummary>> {
         let txn = self.db()?.begin_read()?;

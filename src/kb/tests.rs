@@ -1492,3 +1492,31 @@ fn a_large_group_is_prepared_in_parallel_and_answers_in_the_order_of_its_writes(
         assert_eq!(got[0].content, format!("fact number {i} of the group"));
     }
 }
+
+#[test]
+fn tag_counts_list_the_most_used_tags_first_within_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    for (text, tags) in [
+        ("Deploys go out on Tuesday.", vec!["ops", "release"]),
+        ("The pager rotates weekly.", vec!["ops"]),
+        ("Postgres was chosen for JSONB.", vec!["db"]),
+    ] {
+        kb.learn(LearnRequest {
+            tags: tags.into_iter().map(String::from).collect(),
+            ..LearnRequest::text(text)
+        })
+        .unwrap();
+    }
+    let all: Vec<(String, u64)> = kb
+        .tag_counts(10)
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.tag, t.sections))
+        .collect();
+    assert_eq!(
+        all,
+        [("ops".into(), 2), ("db".into(), 1), ("release".into(), 1)]
+    );
+    assert_eq!(kb.tag_counts(1).unwrap().len(), 1);
+}

@@ -23,7 +23,7 @@ pub(super) struct Guard {
 }
 
 /// The origins a browser page may call from, as (scheme, host, port).
-pub(super) struct Origins(Vec<(String, String, u16)>);
+pub(crate) struct Origins(Vec<(String, String, u16)>);
 
 /// `scheme://host[:port]` (a trailing `/` allowed) as (scheme, host, port), lower-cased, the
 /// port the scheme's default when absent.
@@ -48,11 +48,11 @@ fn parse_origin(text: &str) -> Option<(String, String, u16)> {
 }
 
 impl Origins {
-    pub(super) fn parse(list: &[String]) -> Origins {
+    pub(crate) fn parse(list: &[String]) -> Origins {
         Origins(list.iter().filter_map(|o| parse_origin(o)).collect())
     }
 
-    fn allows(&self, origin: &str) -> bool {
+    pub(crate) fn allows(&self, origin: &str) -> bool {
         parse_origin(origin).is_some_and(|o| self.0.contains(&o))
     }
 }

@@ -7,6 +7,9 @@ mod guard;
 pub mod tls;
 pub mod tokens;
 
+/// The origins a browser page may send requests from (used by the web page too).
+pub(crate) use guard::Origins as OriginList;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -45,6 +48,7 @@ pub struct Server {
     tls: Option<tokio_rustls::TlsAcceptor>,
     cancel: CancellationToken,
     sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+    web: Arc<crate::web::WebState>,
 }
 
 /// What to warn about when listening on `addr`: an address other machines reach (the risk it
@@ -101,6 +105,15 @@ impl Server {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let origins = guard::allowed_origins(scheme, &local_addr, &config.allowed_origins);
         let hosts = guard::allowed_hosts(&local_addr, &config.allowed_hosts);
+        let (web_routes, web) = crate::web::router(crate::web::WebOptions {
+            db_dir: options.db_dir.clone(),
+            secure: tls.is_some(),
+            port: local_addr.port(),
+            origins: origins.clone(),
+            hosts: hosts.clone(),
+            daemon_connections: config.daemon_connections,
+        })
+        .await?;
         let cancel = CancellationToken::new();
         let mcp = http_service(
             options.db_dir.clone(),
@@ -123,7 +136,8 @@ impl Server {
         });
         let router = mcp
             .router
-            .layer(axum::middleware::from_fn_with_state(guard, guard::check));
+            .layer(axum::middleware::from_fn_with_state(guard, guard::check))
+            .merge(web_routes);
         Ok(Server {
             listener,
             local_addr,
@@ -131,6 +145,7 @@ impl Server {
             tls,
             cancel,
             sessions,
+            web,
         })
     }
 
@@ -143,6 +158,16 @@ impl Server {
     pub fn mcp_url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}/mcp", self.local_addr)
+    }
+
+    /// The web page's one-time sign-in link (docs/web.md): `http://ADDR/?token=SECRET`.
+    pub fn sign_in_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!(
+            "{scheme}://{}/?token={}",
+            self.local_addr,
+            self.web.sessions.sign_in_secret()
+        )
     }
 
     /// Serve more routes next to `/mcp` (a web page). They get no token check of their own:

@@ -239,6 +239,13 @@ pub struct ComposedContent {
     pub total: usize,
 }
 
+/// A tag and how many sections carry it (`Kb::tag_counts`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TagCount {
+    pub tag: String,
+    pub sections: u64,
+}
+
 /// One line of `kbdb docs`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DocumentSummary {
