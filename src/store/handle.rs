@@ -286,6 +286,12 @@ enum Slot {
     Shut,
 }
 
+/// redb's page cache (its default is 1 GiB). The cache keeps every page read or written until
+/// it is full, so a bulk load of 300k sections held most of the file in it: peak RSS grew with
+/// the database. The operating system's page cache keeps the file's hot pages anyway; this
+/// bounds what the process holds (docs/performance.md, "Scale").
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
+
 /// The redb database of a knowledge base, reopened after an I/O failure.
 pub struct Store {
     dir: PathBuf,
@@ -521,6 +527,7 @@ fn open_writable_unguarded(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handl
         failed: failed.clone(),
     };
     let mut db = Database::builder()
+        .set_cache_size(CACHE_BYTES)
         .create_with_backend(backend)
         .map_err(|e| open_error(dir, &path, e))?;
     // The journal's writes were made on this schema: they go back before any migration.
@@ -614,6 +621,7 @@ fn open_read_only_unguarded(dir: &Path) -> Result<Handle> {
         failed: failed.clone(),
     });
     let db = Database::builder()
+        .set_cache_size(CACHE_BYTES)
         .create_with_backend(SharedView(view.clone()))
         .map_err(|e| open_error(dir, &path, e))?;
     let have = super::migrate::read_version(&redb::ReadableDatabase::begin_read(&db)?)?;
