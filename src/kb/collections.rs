@@ -10,7 +10,7 @@ use crate::collections::state::*;
 use crate::error::{KbError, Result};
 use crate::store::tables::{COLLECTION, CONTENT, DOCUMENTS, SECTIONS};
 use crate::types::records::{DocumentRecord, SectionRecord, decode};
-use crate::writes::{WriteOp, WriteOutcome};
+use crate::writes::WriteOp;
 use redb::ReadableDatabase;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, MutexGuard};
@@ -46,7 +46,7 @@ impl Kb {
     /// nothing). Returns the model names and how many documents each now holds.
     pub fn models_load(&self, toml_text: &str) -> Result<Value> {
         let set = ModelSet::from_toml(toml_text).map_err(|e| KbError::invalid("models", e))?;
-        self.write_engine(crate::writes::EngineOp::SetModels(toml_text.to_string()))?;
+        self.write_engine(crate::writes::EngineOp::set_models(toml_text.to_string()))?;
         *self.collection.models.write().map_err(poisoned)? = Some(Arc::new(set));
         self.collection
             .generation
@@ -271,17 +271,11 @@ impl Kb {
 
     /// Apply one document edit (a write of its own, group-committed by the daemon).
     pub fn edit_document(&self, docid: &str, edit: DocEdit) -> Result<EditResult> {
-        match self
-            .write_group(vec![WriteOp::EditDocument {
-                docid: docid.to_string(),
-                edit,
-            }])?
-            .pop()
-            .expect("one result per write")?
-        {
-            WriteOutcome::Edited(r) => Ok(r),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        let mut out = self.write_group(vec![WriteOp::EditDocument {
+            docid: docid.to_string(),
+            edit,
+        }])?;
+        crate::writes::outcome(out.pop().expect("one result per write")?)
     }
 
     /// The write a `create_document` request becomes: the docid (given, or the model's folder

@@ -12,7 +12,7 @@ use crate::maintenance;
 use crate::snapshot::{self, export::ExportOptions, import::ImportResult};
 use crate::store::txn::ReadTables;
 use crate::types::*;
-use crate::writes::{EngineOp, EngineOutcome};
+use crate::writes::EngineOp;
 use crate::{elapsed_ms, now};
 use crate::{store, types};
 
@@ -139,10 +139,7 @@ impl Kb {
             documents: plan.documents,
             synonyms: plan.synonyms,
         };
-        let counts = match self.write_engine(EngineOp::Import(Box::new(writes)))? {
-            EngineOutcome::Imported(c) => c,
-            _ => return Err(KbError::Storage("unexpected write outcome".into())),
-        };
+        let counts = self.write_engine(EngineOp::import(writes))?;
         let mut result = ImportResult {
             path: path.display().to_string(),
             sections_imported: counts.sections_imported,
@@ -234,10 +231,7 @@ impl Kb {
     /// `gc`: remove sections no document holds that were not learned on their own.
     pub fn gc(&self) -> Result<GcResult> {
         let start = Instant::now();
-        let (removed_sections, removed_bytes) = match self.write_engine(EngineOp::Gc)? {
-            EngineOutcome::Collected { sections, bytes } => (sections, bytes),
-            _ => return Err(KbError::Storage("unexpected write outcome".into())),
-        };
+        let (removed_sections, removed_bytes) = self.write_engine(EngineOp::gc())?;
         Ok(GcResult {
             removed_sections,
             removed_bytes,

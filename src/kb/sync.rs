@@ -16,7 +16,7 @@ use crate::sync::{
     ForgetReport, MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncRequest, SyncRootInfo, SyncSkip,
 };
 use crate::types::validate;
-use crate::writes::{WriteOp, WriteOutcome, Writer};
+use crate::writes::{WriteOp, Writer};
 use redb::ReadableDatabase;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -311,9 +311,7 @@ impl Kb {
         })])?
         .pop()
         .ok_or_else(|| KbError::Storage("no result".into()))??;
-        let WriteOutcome::Synced(o) = r else {
-            return Err(KbError::Storage("unexpected write outcome".into()));
-        };
+        let o: crate::sync::SyncOutcome = crate::writes::outcome(r)?;
         Ok(ForgetReport {
             dir: dir_str,
             forgotten: o.changed,
@@ -422,7 +420,8 @@ impl Run<'_> {
         let mut committed = false;
         for (r, rel) in results.into_iter().zip(paths) {
             match r {
-                Ok(WriteOutcome::Synced(o)) => {
+                Ok(o) => {
+                    let o: crate::sync::SyncOutcome = crate::writes::outcome(o)?;
                     committed |= o.changed;
                     let listed = match o.action.as_str() {
                         "added" => {
@@ -455,7 +454,6 @@ impl Run<'_> {
                         }
                     }
                 }
-                Ok(_) => return Err(KbError::Storage("unexpected write outcome".into())),
                 Err(e) if rel.is_empty() => return Err(e),
                 Err(e) => self.skip(&rel, e.to_string()),
             }
@@ -604,7 +602,7 @@ mod tests {
             expected: None,
         });
         let out = kb.write_group(vec![op]).unwrap().pop().unwrap().unwrap();
-        let WriteOutcome::Synced(o) = out else {
+        let crate::WriteOutcome::Synced(o) = out else {
             panic!()
         };
         assert_eq!((o.action.as_str(), o.changed), ("stale", false));

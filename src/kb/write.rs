@@ -32,12 +32,7 @@ impl Kb {
         Ok(self
             .write_group(ops)?
             .into_iter()
-            .map(|r| {
-                r.and_then(|o| match o {
-                    WriteOutcome::Learned(r) => Ok(r),
-                    _ => Err(KbError::Storage("unexpected write outcome".into())),
-                })
-            })
+            .map(|r| r.and_then(writes::outcome))
             .collect())
     }
 
@@ -287,37 +282,32 @@ impl Kb {
         title: Option<&str>,
         tags: &[String],
     ) -> Result<DocumentLearnResult> {
-        match self.write_one(WriteOp::LearnDocument {
+        writes::outcome(self.write_one(WriteOp::LearnDocument {
             docid: docid.to_string(),
             markdown: markdown.to_string(),
             title: title.map(str::to_string),
             metadata: None,
             tags: tags.to_vec(),
-        })? {
-            WriteOutcome::Document(r) => Ok(r),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        })?)
     }
 
     /// Remove a section and everything that points at it. Unknown kbid → `removed: false`.
     pub fn unlearn(&self, kbid: &str) -> Result<UnlearnResult> {
-        match self.write_one(WriteOp::Unlearn {
+        writes::outcome(self.write_one(WriteOp::Unlearn {
             kbid: kbid.to_string(),
-        })? {
-            WriteOutcome::Unlearned(r) => Ok(r),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        })?)
     }
 
     /// Apply one write only the engine makes (`writes::EngineOp`) through the door.
-    pub(crate) fn write_engine(&self, op: writes::EngineOp) -> Result<writes::EngineOutcome> {
-        let prepared = vec![Ok(PreparedWrite(writes::PreparedOp::Engine(op)))];
+    pub(crate) fn write_engine<T>(&self, w: writes::Engine<T>) -> Result<T> {
+        let prepared = vec![Ok(PreparedWrite(writes::PreparedOp::Engine(w.op)))];
         let mut out = self.write_prepared_joining(prepared, |_| None)?;
         self.index_committed_changes();
         match out.pop().expect("one result per write")? {
-            WriteOutcome::Engine(o) => Ok(o),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
+            WriteOutcome::Engine(o) => (w.output)(o),
+            _ => None,
         }
+        .ok_or_else(writes::unexpected_outcome)
     }
 
     /// Make `docid` hold exactly `kbids` (which must exist), with these fields.
@@ -330,27 +320,23 @@ impl Kb {
         metadata: Option<String>,
     ) -> Result<()> {
         let docid = &*types::validate::docid(docid)?;
-        self.write_engine(writes::EngineOp::SetDocument {
-            docid: docid.to_string(),
+        self.write_engine(writes::EngineOp::set_document(
+            docid.to_string(),
             kbids,
             title,
-            doc_type: doc_type.to_string(),
+            doc_type.to_string(),
             metadata,
-        })?;
-        Ok(())
+        ))
     }
 
     /// Remove a section like `unlearn`, except that the documents of type `keep_doc_type` go on
     /// listing it (a dangling entry, as agents keep a deleted skill).
     pub(crate) fn remove_section_keeping(&self, kbid: &str, keep_doc_type: &str) -> Result<bool> {
         types::kbid::validate_kbid("kbid", kbid)?;
-        match self.write_engine(writes::EngineOp::RemoveSectionKeeping {
-            kbid: kbid.to_string(),
-            keep_doc_type: keep_doc_type.to_string(),
-        })? {
-            writes::EngineOutcome::Removed(removed) => Ok(removed),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        self.write_engine(writes::EngineOp::remove_section_keeping(
+            kbid.to_string(),
+            keep_doc_type.to_string(),
+        ))
     }
 
     /// Remove a document (its manifest and memberships); its sections that no other document
@@ -358,10 +344,7 @@ impl Kb {
     /// as a collection document's delete, without the write-back to a synced file.
     pub fn remove_document(&self, docid: &str) -> Result<bool> {
         let docid = &*types::validate::docid(docid)?;
-        match self.write_engine(writes::EngineOp::RemoveDocument(docid.to_string()))? {
-            writes::EngineOutcome::Removed(removed) => Ok(removed),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        self.write_engine(writes::EngineOp::remove_document(docid.to_string()))
     }
 
     /// Add user synonyms: `term` and each of `synonyms` match each other at query time.
@@ -370,22 +353,19 @@ impl Kb {
         term: &str,
         synonyms: &[String],
     ) -> Result<Vec<store::synonyms::SynonymEntry>> {
-        self.write_engine(writes::EngineOp::AddSynonyms {
-            term: term.to_string(),
-            synonyms: synonyms.to_vec(),
-        })?;
+        self.write_engine(writes::EngineOp::add_synonyms(
+            term.to_string(),
+            synonyms.to_vec(),
+        ))?;
         self.synonyms_list()
     }
 
     /// Remove `synonyms` of `term` (all of them when empty).
     pub fn synonyms_remove(&self, term: &str, synonyms: &[String]) -> Result<u64> {
-        match self.write_engine(writes::EngineOp::RemoveSynonyms {
-            term: term.to_string(),
-            synonyms: synonyms.to_vec(),
-        })? {
-            writes::EngineOutcome::Count(n) => Ok(n),
-            _ => Err(KbError::Storage("unexpected write outcome".into())),
-        }
+        self.write_engine(writes::EngineOp::remove_synonyms(
+            term.to_string(),
+            synonyms.to_vec(),
+        ))
     }
 
     /// Feed committed store changes to the index writer. A failure here never fails the write

@@ -130,6 +130,145 @@ pub enum EngineOutcome {
     Done,
 }
 
+/// An engine write with the type of its result: `Kb::write_engine` returns a `T`, so its
+/// callers match no outcome variants. Built only by the constructors below, each next to the
+/// variant `apply_engine` answers it with.
+pub(crate) struct Engine<T> {
+    pub(crate) op: EngineOp,
+    pub(crate) output: fn(EngineOutcome) -> Option<T>,
+}
+
+fn done(o: EngineOutcome) -> Option<()> {
+    matches!(o, EngineOutcome::Done).then_some(())
+}
+
+fn removed(o: EngineOutcome) -> Option<bool> {
+    match o {
+        EngineOutcome::Removed(r) => Some(r),
+        _ => None,
+    }
+}
+
+impl EngineOp {
+    pub(crate) fn set_document(
+        docid: String,
+        kbids: Vec<String>,
+        title: Option<String>,
+        doc_type: String,
+        metadata: Option<String>,
+    ) -> Engine<()> {
+        let op = EngineOp::SetDocument {
+            docid,
+            kbids,
+            title,
+            doc_type,
+            metadata,
+        };
+        Engine { op, output: done }
+    }
+
+    pub(crate) fn remove_section_keeping(kbid: String, keep_doc_type: String) -> Engine<bool> {
+        let op = EngineOp::RemoveSectionKeeping {
+            kbid,
+            keep_doc_type,
+        };
+        Engine {
+            op,
+            output: removed,
+        }
+    }
+
+    pub(crate) fn remove_document(docid: String) -> Engine<bool> {
+        Engine {
+            op: EngineOp::RemoveDocument(docid),
+            output: removed,
+        }
+    }
+
+    pub(crate) fn add_synonyms(term: String, synonyms: Vec<String>) -> Engine<()> {
+        let op = EngineOp::AddSynonyms { term, synonyms };
+        Engine { op, output: done }
+    }
+
+    /// How many synonyms were removed.
+    pub(crate) fn remove_synonyms(term: String, synonyms: Vec<String>) -> Engine<u64> {
+        Engine {
+            op: EngineOp::RemoveSynonyms { term, synonyms },
+            output: |o| match o {
+                EngineOutcome::Count(n) => Some(n),
+                _ => None,
+            },
+        }
+    }
+
+    /// The sections removed and their bytes.
+    pub(crate) fn gc() -> Engine<(u64, u64)> {
+        Engine {
+            op: EngineOp::Gc,
+            output: |o| match o {
+                EngineOutcome::Collected { sections, bytes } => Some((sections, bytes)),
+                _ => None,
+            },
+        }
+    }
+
+    pub(crate) fn import(
+        w: crate::snapshot::import::ImportWrites,
+    ) -> Engine<crate::snapshot::import::ImportCounts> {
+        Engine {
+            op: EngineOp::Import(Box::new(w)),
+            output: |o| match o {
+                EngineOutcome::Imported(c) => Some(c),
+                _ => None,
+            },
+        }
+    }
+
+    pub(crate) fn set_models(toml_text: String) -> Engine<()> {
+        Engine {
+            op: EngineOp::SetModels(toml_text),
+            output: done,
+        }
+    }
+}
+
+/// The outcome type of a kind of write: the engine's callers ask for the type they expect
+/// (`outcome::<LearnResult>`) instead of matching variants.
+pub(crate) trait Outcome: Sized {
+    fn take(o: WriteOutcome) -> Option<Self>;
+}
+
+macro_rules! outcome_of {
+    ($($variant:ident => $t:ty),*) => {$(
+        impl Outcome for $t {
+            fn take(o: WriteOutcome) -> Option<Self> {
+                match o {
+                    WriteOutcome::$variant(r) => Some(r),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+outcome_of!(
+    Learned => LearnResult,
+    Document => DocumentLearnResult,
+    Unlearned => UnlearnResult,
+    Edited => crate::collections::edit::EditResult,
+    Synced => crate::sync::SyncOutcome
+);
+
+/// `o` as the outcome type of its write. Another type is a bug of the door (each write gets
+/// the outcome of its kind), reported as an internal error rather than a panic.
+pub(crate) fn outcome<T: Outcome>(o: WriteOutcome) -> Result<T> {
+    T::take(o).ok_or_else(unexpected_outcome)
+}
+
+pub(crate) fn unexpected_outcome() -> KbError {
+    KbError::Storage("unexpected write outcome".into())
+}
+
 impl PreparedOp {
     /// Whether the write may go through the daemon's journal (every write but the engine's
     /// own, which commit durably in redb).
