@@ -38,6 +38,7 @@ import re
 import threading
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,12 @@ def embed(text: str) -> list[float]:
 
 class EmbedHandler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Headers and body leave in two writes: without this the body waits for kbdb's
+        # delayed ACK (~40 ms), which would be measured as kbdb's hybrid latency.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
