@@ -77,10 +77,10 @@ def main():
         lambda c: ratio(bulk_k(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
     row("kbdb learn CPU user + sys s", lambda c: "%s + %s" % (f(kv(c, "learn-proc", "user_s")), f(kv(c, "learn-proc", "sys_s"))))
     row("kbdb `sync` of the folder s (sections/s)",
-        lambda c: "–" if not c["sync-proc"] else "%s (%s)" % (f(kv(c, "sync-proc", "wall_s"), 1),
+        lambda c: "–" if not kv(c, "sync-proc", "wall_s") else "%s (%s)" % (f(kv(c, "sync-proc", "wall_s"), 1),
                                                               f(kv(c, "meta", "sections") / kv(c, "sync-proc", "wall_s"), 0)))
     row("sync rate kbdb / FTS5 bulk (target ≥ 1×)",
-        lambda c: "–" if not c["sync-proc"] else ratio(kv(c, "meta", "sections") / kv(c, "sync-proc", "wall_s"),
+        lambda c: "–" if not kv(c, "sync-proc", "wall_s") else ratio(kv(c, "meta", "sections") / kv(c, "sync-proc", "wall_s"),
                                                        kv(c, "fts5", "ingest_bulk", "sections_per_s")))
     row("FTS5 read + split of the folder s (not in its bulk time)", lambda c: f(kv(c, "fts5", "read_split_seconds"), 1))
     # memory

@@ -140,7 +140,7 @@ lines = errors = 0
 first_err = None
 for l in open(out, encoding="utf-8"):
     lines += 1
-    if '"error"' in l:
+    if "error" in json.loads(l):
         errors += 1
         first_err = first_err or l.strip()[:300]
 du = int(subprocess.run(["du", "-sb", db], capture_output=True, text=True).stdout.split()[0])
