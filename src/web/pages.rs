@@ -164,14 +164,8 @@ fn doc_link(docid: &str, title: Option<&str>) -> String {
 
 // ---- search ----
 
-const MODES: &[&str] = &[
-    "sections",
-    "documents",
-    "stats",
-    "lexical",
-    "vector",
-    "hybrid",
-];
+/// The `mode` choices, as the engine spells them.
+const MODES: &[&str] = &crate::search::mode::SearchMode::NAMES;
 
 fn search_form(uri: Option<&Uri>) -> String {
     let get = |n: &str| uri.and_then(|u| param(u, n)).unwrap_or_default();
