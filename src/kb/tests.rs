@@ -1520,3 +1520,38 @@ fn tag_counts_list_the_most_used_tags_first_within_the_limit() {
     );
     assert_eq!(kb.tag_counts(1).unwrap().len(), 1);
 }
+
+/// A section learned into a document that already holds it is not attached twice, whichever
+/// membership list is the shorter (`WriteTables::holds` reads that one).
+#[test]
+fn a_section_is_attached_to_a_document_once_whichever_membership_list_is_shorter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let learn = |text: &str, docid: &str| {
+        kb.learn(LearnRequest {
+            docid: Some(docid.into()),
+            ..LearnRequest::text(text)
+        })
+        .unwrap()
+        .attached
+    };
+    // "Contents" is in four documents; "big" holds four sections. (`attached`: a section
+    // already stored joined a document; a new one is stored, not attached.)
+    assert!(!learn("## Contents", "a"));
+    for d in ["b", "c"] {
+        assert!(learn("## Contents", d));
+    }
+    for i in 0..3 {
+        assert!(!learn(&format!("Big section {i}."), "big"));
+    }
+    assert!(learn("## Contents", "big"));
+    // The section's list (4 documents) against the document's (1 or 4 sections).
+    assert!(!learn("## Contents", "a"), "a already holds it");
+    assert!(!learn("## Contents", "big"), "big already holds it");
+    // A section in one document, a document of four sections: the section's list is shorter.
+    assert!(!learn("Big section 0.", "big"));
+    assert!(learn("Big section 0.", "d"), "a new document gets it");
+    let docs = kb.list_documents().unwrap();
+    let count = |d: &str| docs.iter().find(|x| x.docid == d).unwrap().sections;
+    assert_eq!((count("a"), count("big"), count("d")), (1, 4, 1));
+}

@@ -131,32 +131,14 @@ fn security_headers(mut r: Response) -> Response {
 pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     query?.split('&').find_map(|pair| {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        (percent_decode(k) == name).then(|| percent_decode(v))
+        (form_decode(k) == name).then(|| form_decode(v))
     })
 }
 
-pub(crate) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = |b: u8| (b as char).to_digit(16);
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 2;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// A form-encoded query component: `+` is a space, then the project's one `%XX` decoder
+/// (a `%` without two hex digits stays literal).
+pub(crate) fn form_decode(s: &str) -> String {
+    crate::text::markers::percent_decode(&s.replace('+', " "))
 }
 
 /// Every request: the Host check, the sign-in link, the session (no session: the sign-in
@@ -289,8 +271,9 @@ mod tests {
         assert_eq!(query_param(q, "tag").as_deref(), Some("a/b"));
         assert_eq!(query_param(q, "bad").as_deref(), Some("%zz"));
         assert_eq!(query_param(q, "none"), None);
-        assert_eq!(percent_decode("%"), "%");
-        assert_eq!(percent_decode("a%4"), "a%4");
-        assert_eq!(percent_decode("%e2%82%ac"), "€");
+        assert_eq!(form_decode("%"), "%");
+        assert_eq!(form_decode("a%4"), "a%4");
+        assert_eq!(form_decode("%e2%82%ac"), "€");
+        assert_eq!(form_decode("c%2B%2B+book"), "c++ book");
     }
 }

@@ -785,7 +785,11 @@ pub async fn section(
     if depth == 2 {
         let kbids: Vec<String> = ring1
             .iter()
-            .filter_map(|n| n.href.strip_prefix("/section/").map(super::percent_decode))
+            .filter_map(|n| {
+                n.href
+                    .strip_prefix("/section/")
+                    .map(crate::text::markers::percent_decode)
+            })
             .collect();
         if !kbids.is_empty() {
             let many = state
@@ -799,7 +803,7 @@ pub async fn section(
                 let Some(k) = n.href.strip_prefix("/section/") else {
                     continue;
                 };
-                let k = super::percent_decode(k);
+                let k = crate::text::markers::percent_decode(k);
                 let Some(rec) = many
                     .as_array()
                     .and_then(|a| a.iter().find(|x| str_of(x, "kbid") == Some(k.as_str())))
