@@ -40,6 +40,8 @@ pub struct HttpMcp {
     pub router: axum::Router,
     /// The open sessions (their count limits new ones).
     pub sessions: Arc<LocalSessionManager>,
+    /// The daemon connections the sessions share (the web page uses them too).
+    pub pool: Arc<ClientPool>,
 }
 
 /// The change events of the daemon, passed on to every open session.
@@ -138,5 +140,6 @@ pub async fn http_service(db_dir: PathBuf, options: HttpOptions) -> Result<HttpM
     Ok(HttpMcp {
         router: axum::Router::new().route_service("/mcp", service),
         sessions,
+        pool,
     })
 }

@@ -105,15 +105,6 @@ impl Server {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let origins = guard::allowed_origins(scheme, &local_addr, &config.allowed_origins);
         let hosts = guard::allowed_hosts(&local_addr, &config.allowed_hosts);
-        let (web_routes, web) = crate::web::router(crate::web::WebOptions {
-            db_dir: options.db_dir.clone(),
-            secure: tls.is_some(),
-            port: local_addr.port(),
-            origins: origins.clone(),
-            hosts: hosts.clone(),
-            daemon_connections: config.daemon_connections,
-        })
-        .await?;
         let cancel = CancellationToken::new();
         let mcp = http_service(
             options.db_dir.clone(),
@@ -122,11 +113,20 @@ impl Server {
                 session_idle: Duration::from_secs(config.session_idle_secs),
                 daemon_connections: config.daemon_connections,
                 allowed_origins: origins.clone(),
-                allowed_hosts: hosts,
+                allowed_hosts: hosts.clone(),
                 cancel: cancel.clone(),
             },
         )
         .await?;
+        // The page calls the daemon through the MCP sessions' connections: one pool, one
+        // `serve.daemon_connections` limit for the whole server.
+        let (web_routes, web) = crate::web::router(crate::web::WebOptions {
+            pool: mcp.pool.clone(),
+            secure: tls.is_some(),
+            port: local_addr.port(),
+            origins: origins.clone(),
+            hosts,
+        })?;
         let sessions = mcp.sessions.clone();
         let guard = Arc::new(guard::Guard {
             tokens,

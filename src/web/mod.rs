@@ -13,7 +13,6 @@ mod pages;
 pub mod render;
 pub mod session;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -35,7 +34,8 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 
 /// What the page needs from the server that mounts it.
 pub struct WebOptions {
-    pub db_dir: PathBuf,
+    /// The daemon connections of the server, shared with its MCP sessions.
+    pub pool: Arc<ClientPool>,
     /// Served over TLS: the cookie is `Secure`.
     pub secure: bool,
     /// The port, which names the cookie (cookies are shared by every port of a host).
@@ -44,7 +44,6 @@ pub struct WebOptions {
     pub origins: Vec<String>,
     /// `Host` values accepted (empty: any).
     pub hosts: Vec<String>,
-    pub daemon_connections: usize,
 }
 
 pub struct WebState {
@@ -69,14 +68,9 @@ impl WebState {
 }
 
 /// The page's routes, and its state (for the sign-in link).
-pub async fn router(options: WebOptions) -> Result<(Router, Arc<WebState>)> {
-    let db_dir = options.db_dir.clone();
-    let max = options.daemon_connections.clamp(1, 8);
-    let pool = tokio::task::spawn_blocking(move || ClientPool::connect_with(db_dir, max))
-        .await
-        .map_err(|e| KbError::Daemon(format!("cannot connect to the daemon: {e}")))??;
+pub fn router(options: WebOptions) -> Result<(Router, Arc<WebState>)> {
     let state = Arc::new(WebState {
-        pool: Arc::new(pool),
+        pool: options.pool,
         sessions: session::Sessions::new()?,
         cookie: format!("kbdb_session_{}", options.port),
         secure: options.secure,
