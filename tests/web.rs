@@ -455,3 +455,30 @@ fn the_page_works_in_a_real_browser() {
         "{stdout}\n{stderr}"
     );
 }
+
+/// DNS rebinding: a page of another name that resolves to this server gets nothing, signed in
+/// or not; the loopback names this server listens on are served.
+#[test]
+fn a_request_for_a_host_that_is_not_served_here_is_refused() {
+    let (db, _) = sample();
+    let s = Served::start(&db);
+    let cookie = s.sign_in();
+    let port = s.base.rsplit(':').next().unwrap().to_string();
+    for (host, want) in [
+        (format!("evil.example:{port}"), 403),
+        ("evil.example".to_string(), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+    ] {
+        let r = http()
+            .get(format!("{}/docs", s.base))
+            .header("Host", &host)
+            .header("Cookie", &cookie)
+            .send()
+            .unwrap();
+        assert_eq!(r.status(), want, "Host {host}");
+        if want == 403 {
+            assert!(!r.text().unwrap().contains("Postgres"), "Host {host}");
+        }
+    }
+}

@@ -153,7 +153,9 @@ async fn guarded(state: Arc<WebState>, request: Request, next: Next) -> Response
             _ => host,
         };
         let name = name.trim_start_matches('[').trim_end_matches(']');
-        if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+        // As `/mcp` accepts them (rmcp): a listed name, or a listed `host:port`.
+        let listed = |h: &String| h.eq_ignore_ascii_case(name) || h.eq_ignore_ascii_case(host);
+        if !state.hosts.iter().any(listed) {
             return pages::error_page(StatusCode::FORBIDDEN, "this Host is not served here");
         }
     }
