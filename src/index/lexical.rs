@@ -34,8 +34,14 @@ const _: () = assert!(
     super::analyzer::ANALYSIS_VERSION == 2,
     "update PAYLOAD_PREFIX"
 );
-/// Memory budget of the index writer (split across its threads).
-const WRITER_MEMORY: usize = 128 * 1024 * 1024;
+/// Memory budget of the index writer. Its arena is held for as long as the writer lives, so it
+/// is a floor of every writing process's memory: 128 MiB over two threads made it the largest
+/// part of a bulk load's peak; one thread with 32 MiB keeps up with the store's one writer (the
+/// writer thread, not indexing, bounds a bulk load) and took the 100k ingest from 382 to 269 MB
+/// with the redb cache at 32 MiB, no slower (docs/performance.md, *Memory*).
+const WRITER_MEMORY: usize = 32 * 1024 * 1024;
+/// Indexing threads of the index writer.
+const WRITER_THREADS: usize = 1;
 /// Sections handed to the index writer in one message at most (bounds what a replay of many
 /// changes holds in memory at once): a rebuild sends one add per section, a catch-up a delete
 /// and, unless the section was removed, an add — at most `2 * BATCH` operations.
@@ -537,13 +543,10 @@ impl LexicalIndex {
     }
 }
 
-/// The index writer (two indexing threads at most), starting from the last commit.
+/// The index writer, starting from the last commit.
 fn new_writer(index: &Index) -> Result<IndexWriter> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get().min(2))
-        .unwrap_or(1);
     let writer = index
-        .writer_with_num_threads(threads, WRITER_MEMORY)
+        .writer_with_num_threads(WRITER_THREADS, WRITER_MEMORY)
         .map_err(|e| tantivy_err("open writer", e))?;
     // A commit cut short (the process killed, or a failed commit) can leave files that no
     // published commit references. Replaying the same changes gives the next commit the same

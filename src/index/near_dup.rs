@@ -233,6 +233,50 @@ mod tests {
     }
 
     #[test]
+    fn a_loaded_index_reads_crowded_bands_newest_first_whatever_the_load_order() {
+        let mut added = BandIndex::default();
+        let mut loaded = BandIndex::default();
+        let names: Vec<String> = (0..PER_BAND + 8).map(|i| format!("s{i:02}")).collect();
+        for name in &names {
+            added.add(name, &[9; BANDS]);
+        }
+        // Loading reads the records in kbid order; their ages are their content sequences.
+        for (age, name) in names.iter().enumerate().rev() {
+            loaded.load(name, &[9; BANDS], age as u64 * 10);
+        }
+        loaded.finish_load();
+        let band = |index: &BandIndex| index.band(9).map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(band(&loaded), band(&added));
+        assert_eq!(band(&loaded)[0], "s08", "the oldest eight are not read");
+        // A section added after the load is newer than every loaded one.
+        loaded.add("later", &[9; BANDS]);
+        assert_eq!(band(&loaded).last().map(String::as_str), Some("later"));
+        assert!(loaded.recency("later") > loaded.recency(&names[PER_BAND + 7]));
+        // Removing down to one section and to none leaves the band consistent.
+        for name in names.iter().chain([&"later".to_string()]) {
+            loaded.remove(name, &[9; BANDS]);
+        }
+        assert_eq!(loaded.band(9).count(), 0);
+        assert!(loaded.is_empty());
+        loaded.add("again", &[9; BANDS]);
+        assert_eq!(band(&loaded), ["again"]);
+    }
+
+    #[test]
+    fn a_name_longer_than_a_kbid_is_kept_whole() {
+        let mut index = BandIndex::default();
+        let long = "a-name-longer-than-twenty-six-bytes";
+        index.add(long, &[1; BANDS]);
+        index.add("short", &[1; BANDS]);
+        assert!(index.contains(long));
+        assert_eq!(index.band(1).collect::<Vec<_>>(), [long, "short"]);
+        index.remove(long, &[1; BANDS]);
+        assert!(!index.contains(long));
+        index.add("reuses-the-number", &[2; BANDS]);
+        assert_eq!(index.band(2).collect::<Vec<_>>(), ["reuses-the-number"]);
+    }
+
+    #[test]
     fn top_sharing_ranks_by_shared_bands_then_the_most_recent() {
         let mut index = BandIndex::default();
         let keys = |x: u64| -> [u64; BANDS] { std::array::from_fn(|i| x * 100 + i as u64) };
@@ -338,15 +382,31 @@ pub enum BandChange {
 /// Sections are held by a small number in the bands, so counting a new section's shared bands
 /// (up to 16 × `PER_BAND` entries per write) sorts integers instead of hashing and comparing
 /// 26-character kbids.
+///
+/// It is held for every stored section, so it is packed (docs/performance.md, *Memory*): a band
+/// is known by a 32-bit fingerprint of its key (two bands that collide only add a candidate,
+/// which the exact similarity check then drops), a band with one section holds its number
+/// inline, and a kbid is 26 bytes inline. About 16 × 12 bytes of band entries, 26 of name,
+/// 8 of age and ~6 of lookup per section: ~240 bytes, where a map of vectors and strings took
+/// over 1 KB.
 #[derive(Debug)]
 pub struct BandIndex {
-    map: HashMap<u64, Vec<u32>>,
-    /// Number → kbid ("" for a free number).
-    names: Vec<String>,
-    /// Number → how many sections had been added before it (its age: larger is newer).
+    /// Band fingerprint → the one section number in it, or `LIST | i` for `lists[i]`.
+    bands: HashMap<u32, u32>,
+    /// The sections of the bands holding several, oldest first.
+    lists: Vec<Vec<u32>>,
+    free_lists: Vec<u32>,
+    /// Number → kbid (`Name::FREE` for a free number).
+    names: Vec<Name>,
+    /// Names longer than a kbid (only names made up in tests are), by number.
+    long_names: HashMap<u32, Box<str>>,
+    /// Number → its age: larger is newer (a loaded section's content sequence; then counting on).
     added_at: Vec<u64>,
-    numbers: HashMap<String, u32>,
+    /// The numbers in use, found by their name.
+    numbers: hashbrown::HashTable<u32>,
     free: Vec<u32>,
+    /// The age the next section gets.
+    next_age: u64,
     /// Tells this index from one loaded again (a scan made against another is not continued).
     id: u64,
     /// How many sections were ever added to this index.
@@ -354,6 +414,37 @@ pub struct BandIndex {
     /// The latest additions (at most `RECENT`), oldest first: number, band keys. A scan made
     /// before a transaction (`ScanPoint`) is completed with the sections added since.
     recent: std::collections::VecDeque<(u32, [u64; BANDS])>,
+}
+
+/// Marks a band value that is an index into `BandIndex::lists`.
+const LIST: u32 = 1 << 31;
+
+/// A band's 32-bit fingerprint (band keys are already mixed hashes).
+fn fingerprint(key: u64) -> u32 {
+    (key ^ (key >> 32)) as u32
+}
+
+/// Length of a kbid, the name every stored section has.
+const NAME_BYTES: usize = 26;
+
+/// A name held inline: its length and bytes (`LONG`: held in `long_names`).
+#[derive(Debug, Clone, Copy)]
+struct Name {
+    len: u8,
+    bytes: [u8; NAME_BYTES],
+}
+
+impl Name {
+    const FREE: Name = Name {
+        len: 0,
+        bytes: [0; NAME_BYTES],
+    };
+    const LONG: u8 = u8::MAX;
+}
+
+fn name_hash(name: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x6b62_6462).hash_one(name)
 }
 
 /// Additions `BandIndex` remembers for completing scans made before them (fewer in unit tests,
@@ -364,11 +455,15 @@ impl Default for BandIndex {
     fn default() -> Self {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         BandIndex {
-            map: HashMap::new(),
+            bands: HashMap::new(),
+            lists: Vec::new(),
+            free_lists: Vec::new(),
             names: Vec::new(),
+            long_names: HashMap::new(),
             added_at: Vec::new(),
-            numbers: HashMap::new(),
+            numbers: hashbrown::HashTable::new(),
             free: Vec::new(),
+            next_age: 0,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             adds: 0,
             recent: std::collections::VecDeque::new(),
@@ -392,55 +487,166 @@ pub struct ScanPoint {
 }
 
 impl BandIndex {
+    /// The name of number `n` ("" for a free number).
+    fn name(&self, n: u32) -> &str {
+        let name = &self.names[n as usize];
+        if name.len == Name::LONG {
+            return self.long_names.get(&n).map_or("", |s| s);
+        }
+        std::str::from_utf8(&name.bytes[..name.len as usize]).unwrap_or("")
+    }
+
+    fn number(&self, kbid: &str) -> Option<u32> {
+        self.numbers
+            .find(name_hash(kbid), |&n| self.name(n) == kbid)
+            .copied()
+    }
+
+    /// The number of `kbid`, given a free one or a new one if it has none.
+    fn number_for(&mut self, kbid: &str, age: u64) -> u32 {
+        if let Some(n) = self.number(kbid) {
+            return n;
+        }
+        let n = self.free.pop().unwrap_or_else(|| {
+            self.names.push(Name::FREE);
+            self.added_at.push(0);
+            (self.names.len() - 1) as u32
+        });
+        let mut name = Name::FREE;
+        if kbid.len() <= NAME_BYTES {
+            name.len = kbid.len() as u8;
+            name.bytes[..kbid.len()].copy_from_slice(kbid.as_bytes());
+            self.long_names.remove(&n);
+        } else {
+            name.len = Name::LONG;
+            self.long_names.insert(n, kbid.into());
+        }
+        self.names[n as usize] = name;
+        self.added_at[n as usize] = age;
+        let names = &self.names;
+        let long_names = &self.long_names;
+        let rehash = |&m: &u32| {
+            let name = &names[m as usize];
+            if name.len == Name::LONG {
+                name_hash(long_names.get(&m).map_or("", |s| s))
+            } else {
+                name_hash(std::str::from_utf8(&name.bytes[..name.len as usize]).unwrap_or(""))
+            }
+        };
+        self.numbers.insert_unique(name_hash(kbid), n, rehash);
+        n
+    }
+
     /// Add a section that is not in the index yet (every caller adds a new section or loads
     /// the table, whose keys are unique). Scanning a band for the kbid first made loading
     /// quadratic in the size of a band: thousands of near-identical sections share one.
     pub fn add(&mut self, kbid: &str, keys: &[u64; BANDS]) {
-        let n = match self.numbers.get(kbid) {
-            Some(&n) => n,
-            None => {
-                let n = match self.free.pop() {
-                    Some(n) => {
-                        self.names[n as usize] = kbid.to_string();
-                        self.added_at[n as usize] = self.adds;
-                        n
-                    }
-                    None => {
-                        self.names.push(kbid.to_string());
-                        self.added_at.push(self.adds);
-                        (self.names.len() - 1) as u32
-                    }
-                };
-                self.numbers.insert(kbid.to_string(), n);
-                n
-            }
-        };
-        self.adds += 1;
+        let age = self.next_age;
+        self.next_age += 1;
+        let n = self.number_for(kbid, age);
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
         self.recent.push_back((n, *keys));
-        for (i, k) in keys.iter().enumerate() {
-            if !keys[..i].contains(k) {
-                self.map.entry(*k).or_default().push(n);
+        self.adds += 1;
+        self.enter_bands(n, keys);
+    }
+
+    /// Add a section while loading the index from the store, `age` its content sequence
+    /// (loading reads the records in kbid order; `finish_load` puts each band in age order).
+    pub fn load(&mut self, kbid: &str, keys: &[u64; BANDS], age: u64) {
+        self.next_age = self.next_age.max(age + 1);
+        let n = self.number_for(kbid, age);
+        self.adds += 1;
+        self.enter_bands(n, keys);
+    }
+
+    /// After the last `load`: each crowded band lists its sections oldest first again, as
+    /// `newest` expects.
+    pub fn finish_load(&mut self) {
+        let added_at = &self.added_at;
+        for list in &mut self.lists {
+            list.sort_unstable_by_key(|&n| added_at[n as usize]);
+        }
+    }
+
+    fn enter_bands(&mut self, n: u32, keys: &[u64; BANDS]) {
+        let fps = keys.map(fingerprint);
+        for (i, fp) in fps.iter().enumerate() {
+            if fps[..i].contains(fp) {
+                continue;
+            }
+            match self.bands.get(fp).copied() {
+                None => {
+                    self.bands.insert(*fp, n);
+                }
+                Some(v) if v & LIST != 0 => self.lists[(v & !LIST) as usize].push(n),
+                Some(one) => {
+                    let list = vec![one, n];
+                    let i = match self.free_lists.pop() {
+                        Some(i) => {
+                            self.lists[i as usize] = list;
+                            i
+                        }
+                        None => {
+                            self.lists.push(list);
+                            (self.lists.len() - 1) as u32
+                        }
+                    };
+                    self.bands.insert(*fp, LIST | i);
+                }
             }
         }
     }
 
     pub fn remove(&mut self, kbid: &str, keys: &[u64; BANDS]) {
-        let Some(n) = self.numbers.remove(kbid) else {
+        let Some(n) = self.number(kbid) else {
             return;
         };
-        for k in keys {
-            if let Some(v) = self.map.get_mut(k) {
-                v.retain(|&x| x != n);
-                if v.is_empty() {
-                    self.map.remove(k);
+        let fps = keys.map(fingerprint);
+        for (i, fp) in fps.iter().enumerate() {
+            if fps[..i].contains(fp) {
+                continue;
+            }
+            match self.bands.get(fp).copied() {
+                Some(v) if v & LIST != 0 => {
+                    let i = v & !LIST;
+                    let list = &mut self.lists[i as usize];
+                    list.retain(|&x| x != n);
+                    match list.len() {
+                        0 | 1 => {
+                            match list.first() {
+                                Some(&last) => self.bands.insert(*fp, last),
+                                None => self.bands.remove(fp),
+                            };
+                            self.lists[i as usize] = Vec::new();
+                            self.free_lists.push(i);
+                        }
+                        _ => {}
+                    }
                 }
+                Some(one) if one == n => {
+                    self.bands.remove(fp);
+                }
+                _ => {}
             }
         }
-        self.names[n as usize].clear();
+        let hash = name_hash(kbid);
+        if let Ok(entry) = self.numbers.find_entry(hash, |&m| m == n) {
+            entry.remove();
+        }
+        self.names[n as usize] = Name::FREE;
+        self.long_names.remove(&n);
         self.free.push(n);
+    }
+
+    /// The section numbers of the band with key `key`, oldest first.
+    fn members(&self, key: u64) -> &[u32] {
+        match self.bands.get(&fingerprint(key)) {
+            None => &[],
+            Some(v) if v & LIST != 0 => &self.lists[(v & !LIST) as usize],
+            Some(one) => std::slice::from_ref(one),
+        }
     }
 
     pub fn apply(&mut self, changes: &[BandChange]) {
@@ -458,12 +664,12 @@ impl BandIndex {
 
     /// Whether `kbid` is in the index (a committed section with band keys).
     pub fn contains(&self, kbid: &str) -> bool {
-        self.numbers.contains_key(kbid)
+        self.number(kbid).is_some()
     }
 
     /// How recently `kbid` was added (larger is newer; None: not in the index).
     pub fn recency(&self, kbid: &str) -> Option<u64> {
-        self.numbers.get(kbid).map(|&n| self.added_at[n as usize])
+        self.number(kbid).map(|n| self.added_at[n as usize])
     }
 
     /// Where a scan made now stands.
@@ -495,7 +701,7 @@ impl BandIndex {
         // Newest first: a number freed and given again names its latest section, whose keys
         // are those of its latest entry.
         for (n, theirs) in self.recent.iter().rev().take(since) {
-            let name = self.names[*n as usize].as_str();
+            let name = self.name(*n);
             if !seen.insert(*n) || name.is_empty() {
                 continue;
             }
@@ -509,12 +715,7 @@ impl BandIndex {
 
     /// The sections of band `key` (the `PER_BAND` added last), oldest first.
     pub fn band(&self, key: u64) -> impl Iterator<Item = &str> {
-        self.map
-            .get(&key)
-            .map(|v| newest(v))
-            .unwrap_or(&[])
-            .iter()
-            .map(|&n| self.names[n as usize].as_str())
+        newest(self.members(key)).iter().map(|&n| self.name(n))
     }
 
     /// The sections sharing at least `min` of the bands `keys` (reading the `PER_BAND` entries
@@ -523,7 +724,7 @@ impl BandIndex {
     pub fn sharing(&self, keys: &[u64; BANDS], min: u32) -> Vec<(&str, u32)> {
         self.shared_counts(keys, min)
             .into_iter()
-            .map(|(n, shared)| (self.names[n as usize].as_str(), shared))
+            .map(|(n, shared)| (self.name(n), shared))
             .collect()
     }
 
@@ -547,7 +748,7 @@ impl BandIndex {
         });
         counts
             .into_iter()
-            .map(|(n, shared)| (self.names[n as usize].as_str(), shared))
+            .map(|(n, shared)| (self.name(n), shared))
             .filter(|(name, _)| !skip(name))
             .take(limit)
             .collect()
@@ -556,10 +757,8 @@ impl BandIndex {
     /// (section number, shared bands) of the sections sharing at least `min` of `keys`.
     fn shared_counts(&self, keys: &[u64; BANDS], min: u32) -> Vec<(u32, u32)> {
         let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
-        for k in keys {
-            if let Some(v) = self.map.get(k) {
-                numbers.extend_from_slice(newest(v));
-            }
+        for &k in keys {
+            numbers.extend_from_slice(newest(self.members(k)));
         }
         numbers.sort_unstable();
         numbers

@@ -14,20 +14,51 @@ pub enum SourceKeyChange {
 }
 
 /// Source key → kbids, both in order (a prefix read lists keys in order; the kbids of one key
-/// come in kbid order, as the table's values did).
+/// come in kbid order, as the table's values did). Held for every titled section, so a key
+/// with one section (nearly all of them) holds it inline instead of in a one-element set:
+/// ~150 bytes per entry where a set per key took ~400 (docs/performance.md, *Memory*).
 #[derive(Debug, Default)]
 pub struct SourceKeyIndex {
-    keys: BTreeMap<String, BTreeSet<Box<str>>>,
+    keys: BTreeMap<Box<str>, Kbids>,
     entries: usize,
+}
+
+/// The sections under one key.
+#[derive(Debug)]
+enum Kbids {
+    One(Box<str>),
+    Many(BTreeSet<Box<str>>),
+}
+
+impl Kbids {
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let (one, many) = match self {
+            Kbids::One(k) => (Some(&**k), None),
+            Kbids::Many(set) => (None, Some(set.iter().map(|k| &**k))),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
 }
 
 impl SourceKeyIndex {
     pub fn add(&mut self, key: &str, kbid: &str) {
-        let kbids = match self.keys.get_mut(key) {
-            Some(k) => k,
-            None => self.keys.entry(key.to_string()).or_default(),
+        let added = match self.keys.get_mut(key) {
+            None => {
+                self.keys.insert(key.into(), Kbids::One(kbid.into()));
+                true
+            }
+            Some(Kbids::One(k)) if &**k == kbid => false,
+            Some(slot @ Kbids::One(_)) => {
+                let Kbids::One(first) = std::mem::replace(slot, Kbids::Many(BTreeSet::new()))
+                else {
+                    unreachable!("matched One above")
+                };
+                *slot = Kbids::Many(BTreeSet::from([first, kbid.into()]));
+                true
+            }
+            Some(Kbids::Many(set)) => set.insert(kbid.into()),
         };
-        if kbids.insert(kbid.into()) {
+        if added {
             self.entries += 1;
         }
     }
@@ -36,10 +67,25 @@ impl SourceKeyIndex {
         let Some(kbids) = self.keys.get_mut(key) else {
             return;
         };
-        if kbids.remove(kbid) {
+        let (removed, empty) = match kbids {
+            Kbids::One(k) => {
+                let hit = &**k == kbid;
+                (hit, hit)
+            }
+            Kbids::Many(set) => {
+                let hit = set.remove(kbid);
+                if set.len() == 1
+                    && let Some(last) = set.pop_first()
+                {
+                    *kbids = Kbids::One(last);
+                }
+                (hit, false)
+            }
+        };
+        if removed {
             self.entries -= 1;
         }
-        if kbids.is_empty() {
+        if empty {
             self.keys.remove(key);
         }
     }
@@ -55,7 +101,7 @@ impl SourceKeyIndex {
 
     /// The sections under `key`, in kbid order.
     pub fn kbids(&self, key: &str) -> impl Iterator<Item = &str> {
-        self.keys.get(key).into_iter().flatten().map(|k| &**k)
+        self.keys.get(key).into_iter().flat_map(Kbids::iter)
     }
 
     /// The sections under every key starting with `prefix`: keys in order, each key's kbids in
@@ -67,7 +113,7 @@ impl SourceKeyIndex {
                 std::ops::Bound::Unbounded,
             ))
             .take_while(move |(k, _)| k.starts_with(prefix))
-            .flat_map(|(_, kbids)| kbids.iter().map(|k| &**k))
+            .flat_map(|(_, kbids)| kbids.iter())
     }
 
     /// How many (key, section) entries the index holds.

@@ -195,10 +195,9 @@ impl Kb {
         if turn.get().is_none() {
             let txn = self.db()?.begin_read()?;
             let sections = txn.open_table(store::tables::SECTIONS)?;
-            // Bands are added in the order the sections were stored (their content sequence),
-            // so that a crowded band's newest entries, the ones read, are the most recent
-            // sections.
-            let mut stored = Vec::new();
+            // Each section's age in the band index is its content sequence, the order the
+            // sections were stored, so that a crowded band's newest entries, the ones read, are
+            // the most recent sections.
             let mut index = index::memory::SectionIndexes::default();
             for row in redb::ReadableTable::iter(&sections)? {
                 let (k, v) = row?;
@@ -208,13 +207,10 @@ impl Kb {
                     index.source_keys.add(key, k.value());
                 }
                 if let Some(keys) = rec.bands {
-                    stored.push((rec.content_seq, k.value().to_string(), keys));
+                    index.bands.load(k.value(), &keys, rec.content_seq);
                 }
             }
-            stored.sort_unstable_by_key(|(seq, _, _)| *seq);
-            for (_, kbid, keys) in &stored {
-                index.bands.add(kbid, keys);
-            }
+            index.bands.finish_load();
             turn.set(Some(index))?;
         }
         Ok(turn)

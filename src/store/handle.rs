@@ -290,7 +290,7 @@ enum Slot {
 /// it is full, so a bulk load of 300k sections held most of the file in it: peak RSS grew with
 /// the database. The operating system's page cache keeps the file's hot pages anyway; this
 /// bounds what the process holds (docs/performance.md, "Scale").
-const CACHE_BYTES: usize = 64 * 1024 * 1024;
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// The redb database of a knowledge base, reopened after an I/O failure.
 pub struct Store {
