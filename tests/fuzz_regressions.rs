@@ -156,6 +156,12 @@ fn edits_keep_an_unended_last_line_they_do_not_reach() {
     assert_eq!(out, "new\n\n# A\n\ntext\n\n# B\n\ntail");
     let out = edit(md, "B", Action::Append, Some("more"), None).unwrap();
     assert!(out.ends_with("tail\n\nmore\n"), "{out:?}");
+    // crash-33b3597a…: a lone CR ends a line too, so the last line of "…\r\n-\r# n" is "# n"
+    // and an insertion before that heading lands after the CR.
+    let md = "x\r\n-\r# n";
+    harness::markdown_split(md.as_bytes());
+    let out = edit(md, "n", Action::InsertBefore, Some("new"), None).unwrap();
+    assert!(out.ends_with("# n") && !out.ends_with("-\r# n"), "{out:?}");
 }
 
 /// import_layout, crash-26398b97…: the export-with-vectors seed with one byte of a section's

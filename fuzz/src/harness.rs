@@ -533,7 +533,8 @@ pub fn markdown_split(data: &[u8]) {
             .last()
             .map(|s| s.text.as_str())
             .unwrap_or("new text");
-        let last_line = &body[body.rfind('\n').map_or(0, |i| i + 1)..];
+        // A lone CR ends a line too (as `section_edit` reads lines).
+        let last_line = &body[body.rfind(['\n', '\r']).map_or(0, |i| i + 1)..];
         for action in Action::ALL {
             // Pick this heading exactly: the occurrence among the headings of the same text.
             let r = section_edit::find_section(body, &h.text, None);
@@ -550,7 +551,7 @@ pub fn markdown_split(data: &[u8]) {
                 // end, or with the input's own unended last line.
                 Ok(out) => assert!(
                     out.is_empty()
-                        || out.ends_with('\n')
+                        || out.ends_with(['\n', '\r'])
                         || (!last_line.is_empty() && out.ends_with(last_line)),
                     "an edit ends with a line end or with the text's unended last line"
                 ),
