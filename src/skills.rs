@@ -9,6 +9,7 @@
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{KbError, Result};
@@ -19,13 +20,18 @@ pub const SKILL_KEY_PREFIX: &str = "skill:";
 pub const AGENT_DOCID_PREFIX: &str = "agent-";
 pub(crate) const MAX_NAME_CHARS: usize = 64;
 
-/// One argument of a skill's template.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+// One argument of a skill's template; also an item of the `skill-learn` tool's `arguments`
+// (the field doc comments are its descriptions; no doc comment on the type, which would
+// become the item's description).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SkillArgument {
+    /// Placeholder name as written in `{{...}}`.
     pub name: String,
+    /// What to pass for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Whether rendering the prompt needs a value.
     #[serde(default)]
     pub required: bool,
 }
@@ -82,13 +88,19 @@ pub struct SkillSummary {
     pub argument_count: usize,
 }
 
-/// What `agent-create` takes.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// What `agent-create` takes: the parameters of the method and MCP tool (their `inputSchema` is
+/// derived from this type; the field doc comments are its descriptions).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentInput {
+    /// Agent name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
+    /// `code-reviewer`.
     pub name: String,
+    /// What the agent does; shown in prompt lists.
     pub description: String,
+    /// System prompt text for the agent.
     pub persona: String,
+    /// Skill kbids, in the order the agent lists them.
     pub skills: Vec<String>,
 }
 

@@ -141,3 +141,41 @@ fn long_lines_of_unclosed_links_are_read_in_linear_time() {
     let v: serde_json::Value = serde_json::from_str(&out[0]).unwrap();
     assert!(v["result"]["kbid"].is_string(), "{v}");
 }
+
+/// markdown_split, crash-e81f058f…: an edit of a text whose last line has no line end. The
+/// driver expected every edit to end with a line end, but an edit moves only the edited
+/// section's lines and keeps the bytes after them as written, so inserting before the first
+/// heading leaves the unended last line as it was. The driver's expectation was wrong (it
+/// predates that rule); it now accepts the input's own unended last line.
+#[test]
+fn edits_keep_an_unended_last_line_they_do_not_reach() {
+    use kbdb::text::section_edit::{Action, edit};
+    let md = "# A\n\ntext\n\n# B\n\ntail";
+    harness::markdown_split(md.as_bytes());
+    let out = edit(md, "A", Action::InsertBefore, Some("new"), None).unwrap();
+    assert_eq!(out, "new\n\n# A\n\ntext\n\n# B\n\ntail");
+    let out = edit(md, "B", Action::Append, Some("more"), None).unwrap();
+    assert!(out.ends_with("tail\n\nmore\n"), "{out:?}");
+    // crash-33b3597a…: a lone CR ends a line too, so the last line of "…\r\n-\r# n" is "# n"
+    // and an insertion before that heading lands after the CR.
+    let md = "x\r\n-\r# n";
+    harness::markdown_split(md.as_bytes());
+    let out = edit(md, "n", Action::InsertBefore, Some("new"), None).unwrap();
+    assert!(out.ends_with("# n") && !out.ends_with("-\r# n"), "{out:?}");
+}
+
+/// import_layout, crash-26398b97…: the export-with-vectors seed with one byte of a section's
+/// content changed, so its checksum fails and a lenient read skips it while vectors.idx keeps
+/// the vector of every section file. The driver wrote back all the vectors with the sections
+/// that were read (8 vectors, 7 sections), a layout no export writes, and the strict re-read
+/// refused it. The driver now compares only the vectors of the sections read, the ones an
+/// import reuses.
+#[test]
+fn vectors_of_skipped_sections_are_not_written_back() {
+    let seed =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/import_layout/export_with_vectors");
+    let mut data = std::fs::read(seed).unwrap();
+    assert_eq!(data[4605], b'e');
+    data[4605] = b'm';
+    harness::import_layout(&data);
+}

@@ -8,7 +8,7 @@
 //! (`#[path = "../fuzz/src/harness.rs"]`), so crash inputs replay through exactly the same code
 //! path in the normal test suite. It therefore uses only crates the root package depends on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -533,6 +533,8 @@ pub fn markdown_split(data: &[u8]) {
             .last()
             .map(|s| s.text.as_str())
             .unwrap_or("new text");
+        // A lone CR ends a line too (as `section_edit` reads lines).
+        let last_line = &body[body.rfind(['\n', '\r']).map_or(0, |i| i + 1)..];
         for action in Action::ALL {
             // Pick this heading exactly: the occurrence among the headings of the same text.
             let r = section_edit::find_section(body, &h.text, None);
@@ -543,7 +545,16 @@ pub fn markdown_split(data: &[u8]) {
                 _ => None,
             };
             match section_edit::edit(body, &h.text, action, Some(content), occurrence) {
-                Ok(out) => assert!(out.is_empty() || out.ends_with('\n')),
+                // An edit moves only the edited section's lines and keeps the bytes after them
+                // as written (`section_edit::edit`), so a text whose last line has no line end
+                // keeps it unended unless the edit reaches the end: the output ends with a line
+                // end, or with the input's own unended last line.
+                Ok(out) => assert!(
+                    out.is_empty()
+                        || out.ends_with(['\n', '\r'])
+                        || (!last_line.is_empty() && out.ends_with(last_line)),
+                    "an edit ends with a line end or with the text's unended last line"
+                ),
                 Err(e) => assert!(!e.to_string().is_empty()),
             }
         }
@@ -713,12 +724,19 @@ struct PlanView {
 type VectorBits = Vec<([u8; 16], Vec<u32>)>;
 
 fn plan_view(p: kbdb::snapshot::import::Plan) -> PlanView {
+    use kbdb::snapshot::vectors_idx::key_of;
+
     let mut sections: Vec<_> = p
         .sections
         .into_iter()
         .map(|s| (s.kbid, s.record, s.bytes))
         .collect();
     sections.sort_by(|a, b| a.0.cmp(&b.0));
+    // Only the vectors of the sections that were read: an import reuses no others
+    // (`Kb::apply_import` looks up the imported kbids), and an export writes no others. A
+    // lenient read keeps the whole vectors.idx even when a section was skipped (a bad
+    // checksum, say), and writing that back would announce more vectors than sections.
+    let read: HashSet<_> = sections.iter().map(|s| key_of(&s.0)).collect();
     PlanView {
         sections,
         documents: p.documents,
@@ -727,6 +745,7 @@ fn plan_view(p: kbdb::snapshot::import::Plan) -> PlanView {
             let bits = idx
                 .records
                 .into_iter()
+                .filter(|(k, _)| read.contains(k))
                 .map(|(k, v)| (k, v.into_iter().map(f32::to_bits).collect()))
                 .collect();
             (meta, bits)

@@ -4,7 +4,7 @@
 use kbdb::KbError;
 use kbdb::daemon::operations::op;
 use kbdb::daemon::params::{
-    CreateDocumentParams, DeleteDocumentParams, DocidParam, ModelsLoadParams, NoParams,
+    CreateDocument, DeleteDocumentParams, DocidParam, ModelsLoadParams, NoParams,
     UpdateDocumentParams, UpdateSectionParams, ValidateParams,
 };
 use serde_json::{Map, Value, json};
@@ -225,10 +225,13 @@ pub fn doc(kb: &Backend, format: Format, action: DocAction) -> Result<i32, KbErr
             file,
             docid,
         } => {
-            let p = CreateDocumentParams {
+            let p = CreateDocument {
                 model,
                 title,
-                meta: meta.map(|m| parse_object("meta", &m)).transpose()?,
+                meta: meta
+                    .map(|m| parse_object("meta", &m))
+                    .transpose()?
+                    .unwrap_or_default(),
                 content: body(content, file)?,
                 docid,
             };

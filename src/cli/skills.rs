@@ -3,7 +3,7 @@
 use kbdb::KbError;
 use kbdb::daemon::operations::op;
 use kbdb::daemon::params::{
-    AgentCreateParams, AgentParams, NoParams, SkillDeleteParams, SkillGetParams, SkillLearnParams,
+    AgentInput, AgentParams, NoParams, SkillDeleteParams, SkillGetParams, SkillLearnParams,
 };
 use serde_json::Value;
 
@@ -132,7 +132,7 @@ pub fn agent(kb: &Backend, format: Format, action: AgentAction) -> Result<i32, K
         } => {
             let v = kb.run(
                 op::AGENT_CREATE,
-                &AgentCreateParams {
+                &AgentInput {
                     name,
                     description,
                     persona,

@@ -135,35 +135,53 @@ impl StoredDoc {
     }
 }
 
-/// `create_document` input.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default)]
+/// `create_document`: the parameters of the method and MCP tool (their `inputSchema` is derived
+/// from this type; the field doc comments are its descriptions).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateDocument {
+    /// Model name.
     pub model: String,
+    /// Document title.
     pub title: String,
-    #[serde(default)]
+    /// Frontmatter values (merged over defaults).
+    #[serde(
+        default,
+        deserialize_with = "crate::types::requests::null_as_default",
+        skip_serializing_if = "Map::is_empty"
+    )]
+    #[schemars(schema_with = "crate::types::requests::any_object")]
     pub meta: Map<String, Value>,
+    /// Optional: full markdown body (overrides scaffolding).
     #[serde(default)]
     pub content: Option<String>,
-    /// The docid (default: the model's folder and the title's slug).
-    #[serde(default, alias = "pathId")]
+    /// Optional: the path ID (default: the model's folder and the title's slug).
+    #[serde(default, rename = "pathId", alias = "docid")]
     pub docid: Option<String>,
 }
 
-/// `text_search` input.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default)]
+/// `text_search`: the parameters of the method and MCP tool (their `inputSchema` is derived
+/// from this type; the field doc comments are its descriptions).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TextSearch {
+    /// Text or regex pattern to search for.
     pub pattern: String,
+    /// Return line-level matches instead of just path IDs.
     #[serde(default)]
     pub expanded: bool,
+    /// Glob over path IDs (e.g. 'stories/*').
     #[serde(default)]
     pub include: Option<String>,
+    /// Glob over path IDs to leave out.
     #[serde(default)]
     pub exclude: Option<String>,
+    /// Case insensitive search.
     #[serde(default)]
     pub ignore_case: bool,
+    /// Limit number of results (at most 1000).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_results: Option<usize>,
 }
 

@@ -214,7 +214,7 @@ pub mod op {
         SKILL_LIST: NoParams => Value = "skill_list";
         SKILL_GET: SkillGetParams => Value = "skill_get";
         SKILL_DELETE: SkillDeleteParams => Value = "skill_delete";
-        AGENT_CREATE: AgentCreateParams => Value = "agent_create";
+        AGENT_CREATE: AgentInput => Value = "agent_create";
         AGENT_LIST: NoParams => Value = "agent_list";
         AGENT_GET: AgentParams => Value = "agent_get";
         AGENT_DELETE: AgentParams => Value = "agent_delete";
@@ -222,7 +222,7 @@ pub mod op {
         MODELS_SHOW: NoParams => Value = "models_show";
         QUERY: Value => Value = "query";
         VALIDATE: ValidateParams => Value = "validate";
-        CREATE_DOCUMENT: CreateDocumentParams => Value = "create_document";
+        CREATE_DOCUMENT: CreateDocument => Value = "create_document";
         UPDATE_DOCUMENT: UpdateDocumentParams => Value = "update_document";
         UPDATE_SECTION: UpdateSectionParams => Value = "update_section";
         DOCUMENT_JSON: DocidParam => Value = "document_json";
@@ -263,7 +263,7 @@ pub static OPERATIONS: &[Operation] = &[
     Operation {
         method: op::SEARCH.method,
         kind: Kind::Read(|kb, p, _| {
-            let req: crate::SearchRequest = params::<SearchParams>(p)?.into();
+            let req: SearchRequest = params(p)?;
             to_value(kb.search(&req)?)
         }),
         long: false,
@@ -280,17 +280,14 @@ pub static OPERATIONS: &[Operation] = &[
                  words). Pages hold at most 100 results; `mode: \"documents\"` groups hits by \
                  document and `mode: \"stats\"` returns only counts.",
             hints: READS,
-            schema: input_schema::<SearchParams>,
+            schema: input_schema::<SearchRequest>,
             output: Output::Pretty,
             lenient: &[],
         }),
     },
     Operation {
         method: op::LEARN.method,
-        kind: Kind::Write(
-            |_, p| Ok(vec![WriteOp::Learn(params::<LearnParams>(p)?.into())]),
-            Answer::One,
-        ),
+        kind: Kind::Write(|_, p| Ok(vec![WriteOp::Learn(params(p)?)]), Answer::One),
         long: false,
         tool: Some(Tool {
             name: "learn",
@@ -305,7 +302,7 @@ pub static OPERATIONS: &[Operation] = &[
                  and `near_duplicates` (similar existing sections you may want to replace or \
                  unlearn).",
             hints: ADDS,
-            schema: input_schema::<LearnParams>,
+            schema: input_schema::<LearnRequest>,
             output: Output::Compact,
             lenient: &[],
         }),
@@ -582,9 +579,7 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         method: op::AGENT_CREATE.method,
-        kind: Kind::Change(|kb, p, _| {
-            to_value(kb.agent_create(params::<AgentCreateParams>(p)?.into())?)
-        }),
+        kind: Kind::Change(|kb, p, _| to_value(kb.agent_create(params(p)?)?)),
         long: false,
         tool: Some(Tool {
             name: "agent-create",
@@ -595,7 +590,7 @@ pub static OPERATIONS: &[Operation] = &[
                  `skill-list`; create missing ones with `skill-learn` first). Returns `{docid, name, \
                  skills}`.",
             hints: ADDS,
-            schema: input_schema::<AgentCreateParams>,
+            schema: input_schema::<AgentInput>,
             output: Output::Compact,
             lenient: &[],
         }),
@@ -758,7 +753,7 @@ pub static OPERATIONS: &[Operation] = &[
     },
     Operation {
         method: "text_search",
-        kind: Kind::Read(|kb, p, _| Ok(kb.text_search(&params::<TextSearchParams>(p)?.into())?)),
+        kind: Kind::Read(|kb, p, _| Ok(kb.text_search(&params::<TextSearch>(p)?)?)),
         long: false,
         tool: Some(Tool {
             name: "text_search",
@@ -767,7 +762,7 @@ pub static OPERATIONS: &[Operation] = &[
                  files). Returns distinct file matches by default, or line-level detail with \
                  expanded=true.",
             hints: READS,
-            schema: input_schema::<TextSearchParams>,
+            schema: input_schema::<TextSearch>,
             output: Output::Unstated,
             lenient: &[],
         }),
@@ -797,8 +792,7 @@ pub static OPERATIONS: &[Operation] = &[
         method: op::CREATE_DOCUMENT.method,
         kind: Kind::Write(
             |kb, p| {
-                let input: crate::collections::state::CreateDocument =
-                    params::<CreateDocumentParams>(p)?.into();
+                let input: CreateDocument = params(p)?;
                 Ok(vec![kb.create_document_op(&input)?])
             },
             Answer::One,
@@ -812,7 +806,7 @@ pub static OPERATIONS: &[Operation] = &[
                  frontmatter defaults and section headings. Call `validate` after creation (the \
                  result already carries a first validation).",
             hints: hints(false, false, false),
-            schema: input_schema::<CreateDocumentParams>,
+            schema: input_schema::<CreateDocument>,
             output: Output::Unstated,
             lenient: &[],
         }),

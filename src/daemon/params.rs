@@ -1,17 +1,27 @@
 //! The parameters of the operations (`operations.rs`), as the daemon's methods and the MCP tools
 //! receive them. Each type is parsed once at the boundary (serde) and describes itself
 //! (schemars): the `inputSchema` of every MCP tool is generated from these types, so a
-//! parameter's name, type, bounds and description are written once, here.
+//! parameter's name, type, bounds and description are written once.
 //!
-//! Descriptions are the doc comments of the fields (their lines joined by a space). Engine
-//! inputs that live elsewhere (`LearnRequest`, `SearchRequest`, `SkillInput`, ...) are built
-//! from these types field by field: a field added there and not here fails to compile.
+//! Descriptions are the doc comments of the fields (their lines joined by a space). Where the
+//! engine has a request type of its own that can carry the wire form, that type is the
+//! parameters and is re-exported here (`SearchRequest`, `LearnRequest`, `TextSearch`,
+//! `CreateDocument`, `AgentInput`, `SkillArgument`). The types defined here are the others: no
+//! engine type to mirror (the engine takes plain arguments), or one that cannot take the wire
+//! form as it is (ARCHITECTURE.md lists them and why); those build the engine's input field by
+//! field, so a field added there and not here fails to compile.
 
 use std::path::PathBuf;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+pub use crate::collections::state::{CreateDocument, TextSearch};
+pub use crate::search::SearchRequest;
+pub use crate::skills::{AgentInput, SkillArgument};
+pub use crate::types::LearnRequest;
+use crate::types::requests::any_object;
 
 /// The `inputSchema` of a tool taking `T`: a closed object schema (`additionalProperties:
 /// false` from `deny_unknown_fields`), without the generator's `$schema`, `title`, integer
@@ -84,11 +94,6 @@ fn tidy(v: &mut Value) {
     }
 }
 
-/// Any JSON object (metadata, front matter).
-fn any_object(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({"type": "object"})
-}
-
 /// An operation without parameters (any given are ignored).
 #[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -97,150 +102,8 @@ pub struct NoParams {}
 // ---- search ------------------------------------------------------------------------------
 
 pub use crate::search::mode::{Retrieval, SearchMode, invalid_choice};
-use crate::search::mode::{retrieval, search_mode};
-
-/// `search`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SearchParams {
-    /// Keywords to look for. Only the first 32 words / 1,000 characters are used (the result
-    /// then warns `query_truncated`).
-    pub query: String,
-    /// Result shape or retrieval path. `sections` (default): one item per matching section.
-    /// `documents`: hits grouped by document, best first (`total` counts documents). `stats`:
-    /// no items, only counts by type, tag and document and each word's document frequency.
-    /// `lexical` is the default retrieval (keyword ranking) with `sections` results; `vector`
-    /// (meaning, by embedding similarity) and `hybrid` (keywords and meaning fused by
-    /// reciprocal rank) need an embedding provider configured for the database
-    /// (EMBEDDING_PROVIDER_NOT_CONFIGURED otherwise); they return `sections` results.
-    #[serde(default, deserialize_with = "search_mode")]
-    #[schemars(extend("default" = "sections"))]
-    pub mode: Option<SearchMode>,
-    /// The retrieval path, stated explicitly (the same values as in `mode`; giving both with
-    /// different values is an error). `hybrid` finds sections that say the same thing in other
-    /// words; when the stored vectors are of another model the search answers lexically with
-    /// `vector_index_stale: true`. `vector` and `hybrid` pages end at offset + limit = 200.
-    #[serde(default, deserialize_with = "retrieval")]
-    #[schemars(extend("default" = "lexical"))]
-    pub search_mode: Option<Retrieval>,
-    /// Results per page (1-100).
-    #[serde(default)]
-    #[schemars(range(min = 1, max = 100), extend("default" = 20))]
-    pub limit: Option<usize>,
-    /// Zero-based index of the first result, for paging; `offset + limit` must not exceed
-    /// 10,000. Use the previous page's `has_more` to know whether to ask again.
-    #[serde(default)]
-    #[schemars(range(max = 9999), extend("default" = 0))]
-    pub offset: Option<usize>,
-    /// Include each section's full text in its item. Usually better left false: judge by
-    /// snippets, then `recall` the sections you need.
-    #[serde(default)]
-    pub content: bool,
-    /// Only sections carrying all of these tags (kbdb filter; does not change the ranking).
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Only sections of this MIME type, e.g. `text/markdown`, `text/x-rust`, `image/png`
-    /// (kbdb filter).
-    #[serde(rename = "type", default)]
-    pub section_type: Option<String>,
-    /// Only sections of this document (kbdb filter).
-    #[serde(default)]
-    pub docid: Option<String>,
-    /// Only sections of documents of this collection model (see `inspect`).
-    #[serde(default)]
-    pub model: Option<String>,
-    /// Only sections of documents whose metadata matches — the `where` of the `query` tool
-    /// (object or array form).
-    #[serde(rename = "where", default)]
-    #[schemars(schema_with = "object_or_array")]
-    pub where_: Option<Value>,
-    /// `vector` and `hybrid`: the relevance floor, the least cosine similarity between the
-    /// query and a section found by its meaning (sections that hold the query's words stay in
-    /// `hybrid`). 0 lists every section; lexical search ignores it.
-    #[serde(default)]
-    #[schemars(range(min = -1, max = 1), extend("default" = 0.15))]
-    pub min_score: Option<f32>,
-}
-
-fn object_or_array(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({"anyOf": [{"type": "object"}, {"type": "array"}]})
-}
-
-impl From<SearchParams> for crate::SearchRequest {
-    fn from(p: SearchParams) -> Self {
-        crate::SearchRequest {
-            query: p.query,
-            mode: p.mode,
-            search_mode: p.search_mode,
-            limit: p.limit,
-            offset: p.offset,
-            content: p.content,
-            tags: p.tags.unwrap_or_default(),
-            section_type: p.section_type,
-            docid: p.docid,
-            model: p.model,
-            where_: p.where_,
-            min_score: p.min_score,
-        }
-    }
-}
 
 // ---- sections ----------------------------------------------------------------------------
-
-/// `learn`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LearnParams {
-    /// The text (markdown by default; source code or JSON for those types), or base64-encoded
-    /// image bytes for `image/*` types. At most 10 MiB by default (`limits.max_content_bytes`).
-    pub content: String,
-    /// MIME type: `text/markdown` (default), any other `text/*` type (e.g. `text/plain`,
-    /// `text/x-rust`, `text/x-python`), `application/json` (must be valid JSON), or `image/*`
-    /// (e.g. `image/png`; `content` is base64 and `title` is required).
-    #[serde(rename = "type", default)]
-    #[schemars(extend("default" = "text/markdown"))]
-    pub section_type: Option<String>,
-    /// Section title (heading), at most 1,024 characters. Required for `image/*` types. For
-    /// markdown without a title, a first line `# Heading` is taken as the title.
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Optional summary of the section, at most 4,096 characters; searchable.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Add the section to this document (created when missing), e.g. `decisions/storage`. At
-    /// most 256 bytes; `/` separates folders; no leading `/`, `..`, backslashes or control
-    /// characters. If the same content already exists, it is attached to this document instead
-    /// of being duplicated.
-    #[serde(default)]
-    pub docid: Option<String>,
-    /// Tags for scoping and filtering (search `tags`); at most 64, each at most 128 characters.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Supersede the section(s) with the same source key: the new section takes the old one's
-    /// place in its documents and the old one is removed. The source key is `source` when
-    /// given, else `docid#title` (`#title` without a docid).
-    #[serde(default)]
-    pub replace: bool,
-    /// Explicit source key for `replace` (kbdb extension), e.g. a file path or URL the content
-    /// came from; at most 1,024 characters. Defaults to `docid#title`.
-    #[serde(default)]
-    pub source: Option<String>,
-}
-
-impl From<LearnParams> for crate::LearnRequest {
-    fn from(p: LearnParams) -> Self {
-        crate::LearnRequest {
-            content: p.content,
-            section_type: p.section_type,
-            title: p.title,
-            description: p.description,
-            docid: p.docid,
-            tags: p.tags.unwrap_or_default(),
-            replace: p.replace,
-            source: p.source,
-        }
-    }
-}
 
 /// `unlearn`.
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -328,25 +191,11 @@ pub struct SkillLearnParams {
     /// Template arguments, in order. Optional: placeholders of `body` not listed here are added
     /// as required arguments.
     #[serde(default)]
-    pub arguments: Option<Vec<SkillArgumentParams>>,
+    pub arguments: Option<Vec<SkillArgument>>,
     /// Template text with `{{argName}}` placeholders; must not be empty. Omit it only when your
     /// client supports sampling: kbdb then asks your model to draft the body from the
     /// description.
     pub body: Option<String>,
-}
-
-// One template argument of `skill-learn` (no doc comment: it would become a description).
-#[derive(Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SkillArgumentParams {
-    /// Placeholder name as written in `{{...}}`.
-    pub name: String,
-    /// What to pass for it.
-    #[serde(default)]
-    pub description: Option<String>,
-    /// Whether rendering the prompt needs a value.
-    #[serde(default)]
-    pub required: bool,
 }
 
 impl TryFrom<SkillLearnParams> for crate::skills::SkillInput {
@@ -357,15 +206,7 @@ impl TryFrom<SkillLearnParams> for crate::skills::SkillInput {
         Ok(crate::skills::SkillInput {
             name: p.name,
             description: p.description,
-            arguments: p.arguments.map(|args| {
-                args.into_iter()
-                    .map(|a| crate::skills::SkillArgument {
-                        name: a.name,
-                        description: a.description,
-                        required: a.required,
-                    })
-                    .collect()
-            }),
+            arguments: p.arguments,
             body: p.body.ok_or("missing field `body`")?,
         })
     }
@@ -387,32 +228,6 @@ pub struct SkillGetParams {
 pub struct SkillDeleteParams {
     /// Kbid of the skill to remove (see `skill-list`).
     pub kbid: String,
-}
-
-/// `agent-create`.
-#[derive(Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentCreateParams {
-    /// Agent name, kebab-case (lowercase letters and digits, words joined by `-`), e.g.
-    /// `code-reviewer`.
-    pub name: String,
-    /// What the agent does; shown in prompt lists.
-    pub description: String,
-    /// System prompt text for the agent.
-    pub persona: String,
-    /// Skill kbids, in the order the agent lists them.
-    pub skills: Vec<String>,
-}
-
-impl From<AgentCreateParams> for crate::skills::AgentInput {
-    fn from(p: AgentCreateParams) -> Self {
-        crate::skills::AgentInput {
-            name: p.name,
-            description: p.description,
-            persona: p.persona,
-            skills: p.skills,
-        }
-    }
 }
 
 /// `agent-get`, `agent-delete`.
@@ -516,43 +331,6 @@ pub struct SearchContentParams {
     pub model: Option<String>,
 }
 
-/// `text_search`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct TextSearchParams {
-    /// Text or regex pattern to search for.
-    pub pattern: String,
-    /// Return line-level matches instead of just path IDs.
-    #[serde(default)]
-    pub expanded: bool,
-    /// Glob over path IDs (e.g. 'stories/*').
-    #[serde(default)]
-    pub include: Option<String>,
-    /// Glob over path IDs to leave out.
-    #[serde(default)]
-    pub exclude: Option<String>,
-    /// Case insensitive search.
-    #[serde(default)]
-    pub ignore_case: bool,
-    /// Limit number of results (at most 1000).
-    #[serde(default)]
-    #[schemars(range(min = 1))]
-    pub max_results: Option<usize>,
-}
-
-impl From<TextSearchParams> for crate::collections::state::TextSearch {
-    fn from(p: TextSearchParams) -> Self {
-        crate::collections::state::TextSearch {
-            pattern: p.pattern,
-            expanded: p.expanded,
-            include: p.include,
-            exclude: p.exclude,
-            ignore_case: p.ignore_case,
-            max_results: p.max_results,
-        }
-    }
-}
-
 /// `validate`: `target`, or `pathId` (or `docid`) for one document; giving two is refused as
 /// before (they were one field with aliases).
 #[derive(Serialize, Deserialize, JsonSchema)]
@@ -571,38 +349,6 @@ impl ValidateParams {
         match (self.target, self.path_id) {
             (Some(_), Some(_)) => Err("duplicate field `target`".into()),
             (a, b) => Ok(a.or(b)),
-        }
-    }
-}
-
-/// `create_document`.
-#[derive(Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateDocumentParams {
-    /// Model name.
-    pub model: String,
-    /// Document title.
-    pub title: String,
-    /// Frontmatter values (merged over defaults).
-    #[serde(default)]
-    #[schemars(schema_with = "any_object")]
-    pub meta: Option<Map<String, Value>>,
-    /// Optional: full markdown body (overrides scaffolding).
-    #[serde(default)]
-    pub content: Option<String>,
-    /// Optional: the path ID (default: the model's folder and the title's slug).
-    #[serde(default, rename = "pathId", alias = "docid")]
-    pub docid: Option<String>,
-}
-
-impl From<CreateDocumentParams> for crate::collections::state::CreateDocument {
-    fn from(p: CreateDocumentParams) -> Self {
-        crate::collections::state::CreateDocument {
-            model: p.model,
-            title: p.title,
-            meta: p.meta.unwrap_or_default(),
-            content: p.content,
-            docid: p.docid,
         }
     }
 }

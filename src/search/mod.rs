@@ -8,6 +8,7 @@ pub mod snippet;
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query};
@@ -81,50 +82,84 @@ pub fn lexical_weight(relaxed: bool, hits: usize, sections: u64) -> f32 {
     if w < RELAXED_MIN_WEIGHT { 0.0 } else { w }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// A search: the parameters of the `search` method and MCP tool (their `inputSchema` is derived
+/// from this type; the field doc comments are its descriptions).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    /// Keywords to look for. Only the first 32 words / 1,000 characters are used (the result
+    /// then warns `query_truncated`).
     pub query: String,
-    /// `sections` (default), `documents` or `stats` — or a retrieval path (`lexical`,
-    /// `vector`, `hybrid`), which implies `sections` (docs/search.md).
+    /// Result shape or retrieval path. `sections` (default): one item per matching section.
+    /// `documents`: hits grouped by document, best first (`total` counts documents). `stats`:
+    /// no items, only counts by type, tag and document and each word's document frequency.
+    /// `lexical` is the default retrieval (keyword ranking) with `sections` results; `vector`
+    /// (meaning, by embedding similarity) and `hybrid` (keywords and meaning fused by
+    /// reciprocal rank) need an embedding provider configured for the database
+    /// (EMBEDDING_PROVIDER_NOT_CONFIGURED otherwise); they return `sections` results.
     #[serde(
         default,
         deserialize_with = "mode::search_mode",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(extend("default" = "sections"))]
     pub mode: Option<SearchMode>,
-    /// The retrieval path: `lexical` (default), `vector` or `hybrid`.
+    /// The retrieval path, stated explicitly (the same values as in `mode`; giving both with
+    /// different values is an error). `hybrid` finds sections that say the same thing in other
+    /// words; when the stored vectors are of another model the search answers lexically with
+    /// `vector_index_stale: true`. `vector` and `hybrid` pages end at offset + limit = 200.
     #[serde(
         default,
         deserialize_with = "mode::retrieval",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(extend("default" = "lexical"))]
     pub search_mode: Option<Retrieval>,
+    /// Results per page (1-100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100), extend("default" = 20))]
     pub limit: Option<usize>,
+    /// Zero-based index of the first result, for paging; `offset + limit` must not exceed
+    /// 10,000. Use the previous page's `has_more` to know whether to ask again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 9999), extend("default" = 0))]
     pub offset: Option<usize>,
-    /// Include each section's full text.
+    /// Include each section's full text in its item. Usually better left false: judge by
+    /// snippets, then `recall` the sections you need.
     #[serde(default)]
     pub content: bool,
-    /// Only sections carrying all of these tags.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Only sections carrying all of these tags (kbdb filter; does not change the ranking).
+    #[serde(
+        default,
+        deserialize_with = "crate::types::requests::null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tags: Vec<String>,
+    /// Only sections of this MIME type, e.g. `text/markdown`, `text/x-rust`, `image/png`
+    /// (kbdb filter).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub section_type: Option<String>,
+    /// Only sections of this document (kbdb filter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docid: Option<String>,
-    /// Only sections of documents of this model (collections).
+    /// Only sections of documents of this collection model (see `inspect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Only sections of documents whose metadata matches (the `query` tool's `where`).
+    /// Only sections of documents whose metadata matches — the `where` of the `query` tool
+    /// (object or array form).
     #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "object_or_array")]
     pub where_: Option<serde_json::Value>,
-    /// The relevance floor of `vector` and `hybrid`: the least cosine similarity a section
-    /// found by its meaning must have (default `DEFAULT_MIN_SCORE`; -1 to 1; lexical search
-    /// ignores it).
+    /// `vector` and `hybrid`: the relevance floor, the least cosine similarity between the
+    /// query and a section found by its meaning (sections that hold the query's words stay in
+    /// `hybrid`). 0 lists every section; lexical search ignores it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -1, max = 1), extend("default" = 0.15))]
     pub min_score: Option<f32>,
+}
+
+fn object_or_array(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"anyOf": [{"type": "object"}, {"type": "array"}]})
 }
 
 impl SearchRequest {

@@ -7,9 +7,6 @@ mod guard;
 pub mod tls;
 pub mod tokens;
 
-/// The origins a browser page may send requests from (used by the web page too).
-pub(crate) use guard::Origins as OriginList;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -130,7 +127,7 @@ impl Server {
         let sessions = mcp.sessions.clone();
         let guard = Arc::new(guard::Guard {
             tokens,
-            origins: guard::Origins::parse(&origins),
+            origins: crate::web::origins::Origins::parse(&origins),
             sessions: mcp.sessions.clone(),
             max_sessions: config.max_sessions,
         });

@@ -1,29 +1,68 @@
 //! Inputs of the engine's write operations (also the JSON accepted by `kbdb learn --jsonl`).
+//!
+//! The request types the daemon's methods and the MCP tools take as they are derive their
+//! `inputSchema` here too (schemars, `daemon::params::input_schema`): the field doc comments are
+//! the tools' parameter descriptions.
 
-use serde::{Deserialize, Serialize};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Deserializer, Serialize};
 
-/// One section to learn. Field names follow the MCP `learn` tool.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// A field that may be left out or given as null: both are its default (an optional list or
+/// object on the wire, an empty one in the engine).
+pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// The schema of any JSON object (metadata, front matter).
+pub(crate) fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "object"})
+}
+
+/// One section to learn. Field names follow the MCP `learn` tool, whose parameters this is.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LearnRequest {
-    /// Text content, or base64-encoded bytes for `image/*` types.
+    /// The text (markdown by default; source code or JSON for those types), or base64-encoded
+    /// image bytes for `image/*` types. At most 10 MiB by default (`limits.max_content_bytes`).
     pub content: String,
-    /// MIME type; `text/markdown` when absent.
+    /// MIME type: `text/markdown` (default), any other `text/*` type (e.g. `text/plain`,
+    /// `text/x-rust`, `text/x-python`), `application/json` (must be valid JSON), or `image/*`
+    /// (e.g. `image/png`; `content` is base64 and `title` is required).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "text/markdown"))]
     pub section_type: Option<String>,
+    /// Section title (heading), at most 1,024 characters. Required for `image/*` types. For
+    /// markdown without a title, a first line `# Heading` is taken as the title.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Optional summary of the section, at most 4,096 characters; searchable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Group the section under this document.
+    /// Add the section to this document (created when missing), e.g. `decisions/storage`. At
+    /// most 256 bytes; `/` separates folders; no leading `/`, `..`, backslashes or control
+    /// characters. If the same content already exists, it is attached to this document instead
+    /// of being duplicated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docid: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Tags for scoping and filtering (search `tags`); at most 64, each at most 128 characters.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub tags: Vec<String>,
-    /// Supersede the section(s) that share this section's source key.
+    /// Supersede the section(s) with the same source key: the new section takes the old one's
+    /// place in its documents and the old one is removed. The source key is `source` when
+    /// given, else `docid#title` (`#title` without a docid).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[schemars(extend("default" = false))]
     pub replace: bool,
-    /// Explicit source key (see docs/decisions.md); derived from docid and title when absent.
+    /// Explicit source key for `replace` (kbdb extension), e.g. a file path or URL the content
+    /// came from; at most 1,024 characters. Defaults to `docid#title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }

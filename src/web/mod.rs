@@ -7,8 +7,10 @@
 //! - `render`: untrusted markdown → sanitised HTML, code highlighting, snippets.
 //! - `pages`: the views.
 //! - `assets`: the stylesheet and script, embedded in the binary.
+//! - `origins`: the origins a form post may come from (shared with the MCP endpoint's guard).
 
 mod assets;
+pub(crate) mod origins;
 mod pages;
 pub mod render;
 pub mod session;
@@ -51,7 +53,7 @@ pub struct WebState {
     pub sessions: session::Sessions,
     cookie: String,
     secure: bool,
-    origins: crate::serve::OriginList,
+    origins: origins::Origins,
     hosts: Vec<String>,
     /// The last `check` run from the status page: when, and its result.
     check: Mutex<Option<(String, Value)>>,
@@ -74,7 +76,7 @@ pub fn router(options: WebOptions) -> Result<(Router, Arc<WebState>)> {
         sessions: session::Sessions::new()?,
         cookie: format!("kbdb_session_{}", options.port),
         secure: options.secure,
-        origins: crate::serve::OriginList::parse(&options.origins),
+        origins: origins::Origins::parse(&options.origins),
         hosts: options.hosts,
         check: Mutex::new(None),
     });

@@ -1,0 +1,115 @@
+//! Reads: search input, `check` against the lexical index, tag counts.
+
+use super::*;
+
+#[test]
+fn search_accepts_nul_and_control_characters() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    kb.learn(LearnRequest::text("null terminated strings"))
+        .unwrap();
+    for q in [
+        "\u{0}",
+        "null\u{0}terminated",
+        "\u{1b}[31m",
+        "\u{feff}strings",
+    ] {
+        let r = kb.search(&SearchRequest::new(q)).unwrap();
+        assert!(r.total <= 1, "{q:?}");
+    }
+    assert_eq!(
+        kb.search(&SearchRequest::new("null\u{0}terminated"))
+            .unwrap()
+            .total,
+        1
+    );
+}
+
+#[test]
+fn search_rejects_an_unknown_mode_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let mut req = SearchRequest::new("x");
+    // A mode is parsed where the request comes in; the engine takes only valid ones.
+    let bogus: std::result::Result<SearchRequest, _> =
+        serde_json::from_value(serde_json::json!({"query": "x", "mode": "bogus"}));
+    let e = crate::search::mode::invalid_choice(&bogus.unwrap_err().to_string()).unwrap();
+    assert_eq!(e.field(), Some("mode"));
+    assert_eq!(
+        e.to_string(),
+        "mode: 'bogus' is not one of sections, documents, stats, lexical, vector, hybrid"
+    );
+    req.mode = Some(crate::search::SearchMode::Documents);
+    req.limit = Some(0);
+    assert_eq!(kb.search(&req).unwrap_err().field(), Some("limit"));
+}
+
+#[test]
+fn check_compares_a_record_without_checksum_with_the_lexical_index() {
+    // Records an older kbdb wrote (version 1) carry no checksum: a title changed in place is
+    // found by comparing the record with the lexical index, its one other copy.
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let r = kb
+        .learn(LearnRequest {
+            title: Some("Zebraheading".into()),
+            ..LearnRequest::text("plain words here")
+        })
+        .unwrap();
+    drop(kb);
+    {
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            let mut rec: types::records::SectionRecord = types::records::decode(
+                "sections",
+                &r.kbid,
+                sections.get(r.kbid.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            rec.title = Some("ZebraQeading".into());
+            let mut v1 = vec![1u8];
+            v1.extend(postcard::to_stdvec(&rec).unwrap());
+            sections.insert(r.kbid.as_str(), v1.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    let check = kb.check().unwrap();
+    assert!(!check.ok);
+    assert!(
+        check.errors.iter().any(|f| f.kind == "record_mismatch"
+            && f.entity == r.kbid
+            && f.detail.contains("ZebraQeading")),
+        "{check:?}"
+    );
+}
+
+#[test]
+fn tag_counts_list_the_most_used_tags_first_within_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    for (text, tags) in [
+        ("Deploys go out on Tuesday.", vec!["ops", "release"]),
+        ("The pager rotates weekly.", vec!["ops"]),
+        ("Postgres was chosen for JSONB.", vec!["db"]),
+    ] {
+        kb.learn(LearnRequest {
+            tags: tags.into_iter().map(String::from).collect(),
+            ..LearnRequest::text(text)
+        })
+        .unwrap();
+    }
+    let all: Vec<(String, u64)> = kb
+        .tag_counts(10)
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.tag, t.sections))
+        .collect();
+    assert_eq!(
+        all,
+        [("ops".into(), 2), ("db".into(), 1), ("release".into(), 1)]
+    );
+    assert_eq!(kb.tag_counts(1).unwrap().len(), 1);
+}

@@ -1,0 +1,495 @@
+//! The write path: grouped writes, near duplicates and source keys within and across
+//! groups, the scan made before a transaction, removals, document membership.
+
+use super::*;
+
+#[test]
+fn a_crowded_band_is_read_from_its_newest_sections_also_after_reopening() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "the release notes describe how the storage engine writes its pages, keeps \
+                checksums, replays the change log after a crash and rebuilds the lexical \
+                index from the store when it is missing or behind";
+    let learn = |kb: &Kb, i: usize| {
+        kb.learn(LearnRequest::text(format!("{base} entry{i}")))
+            .unwrap()
+    };
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let first: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+    // 40 near copies crowd their bands past the 32 entries read: the oldest 8 are left out.
+    let oldest = &first[..8];
+    let r = learn(&kb, 40);
+    assert_eq!(r.near_duplicates.len(), near_dup_max(), "{r:?}");
+    assert!(
+        r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+        "{:?}",
+        r.near_duplicates
+    );
+    drop(kb);
+    // Loaded again from the store: in the order the sections were stored, not by kbid.
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = learn(&kb, 41);
+    assert_eq!(r.near_duplicates.len(), near_dup_max());
+    assert!(
+        r.near_duplicates.iter().all(|d| !oldest.contains(&d.kbid)),
+        "{:?}",
+        r.near_duplicates
+    );
+}
+
+#[test]
+fn near_duplicates_tied_on_their_bands_are_the_most_recent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "every copy has these very words and only these words so that all of them \
+                share each band of the signature";
+    // The same words, other bytes: every copy shares all 16 bands with every other.
+    let text = |i: usize| format!("{base}{}", ".".repeat(i + 1));
+    let learn = |kb: &Kb, i: usize| kb.learn(LearnRequest::text(text(i))).unwrap();
+    let reported = |r: &LearnResult| {
+        let mut k: Vec<String> = r.near_duplicates.iter().map(|d| d.kbid.clone()).collect();
+        k.sort();
+        k
+    };
+    let newest = |kbids: &[String]| {
+        let mut k = kbids[kbids.len() - near_dup_max()..].to_vec();
+        k.sort();
+        k
+    };
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let mut kbids: Vec<String> = (0..40).map(|i| learn(&kb, i).kbid).collect();
+    let r = learn(&kb, 40);
+    assert_eq!(reported(&r), newest(&kbids), "the 16 learned last");
+    kbids.push(r.kbid);
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = learn(&kb, 41);
+    assert_eq!(
+        reported(&r),
+        newest(&kbids),
+        "also after loading the index again"
+    );
+    // Within one transaction, those added earlier in it are the newest of all.
+    let out = kb
+        .learn_many((42..45).map(|i| LearnRequest::text(text(i))).collect())
+        .unwrap();
+    let last = out[2].as_ref().unwrap();
+    for earlier in &out[..2] {
+        let kbid = &earlier.as_ref().unwrap().kbid;
+        assert!(
+            last.near_duplicates.iter().any(|d| &d.kbid == kbid),
+            "{kbid} not in {:?}",
+            last.near_duplicates
+        );
+    }
+}
+
+fn near_dup_max() -> usize {
+    index::near_dup::MAX_CANDIDATES
+}
+
+#[test]
+fn a_group_sees_its_own_source_keys_and_the_index_follows_its_commits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    let fact = |content: &str, replace: bool| LearnRequest {
+        content: content.into(),
+        title: Some("Deploy".into()),
+        replace,
+        ..Default::default()
+    };
+    let out: Vec<LearnResult> = kb
+        .learn_many(vec![
+            fact("deploy with make all", false),
+            fact("deploy with just all", false),
+            fact("deploy with cargo xtask", true),
+        ])
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert!(out[0].warnings.is_empty(), "{:?}", out[0].warnings);
+    assert_eq!(out[1].warnings, ["source_key_exists"]);
+    assert!(!out[2].superseded.is_empty());
+    assert_eq!(
+        rows(&kb)[1],
+        1,
+        "only the replacing section is left under the key"
+    );
+    // Unlearned and learned again within one group: the key is free in between.
+    let last = out[2].kbid.clone();
+    let results = kb
+        .write_group(vec![
+            WriteOp::Unlearn { kbid: last.clone() },
+            WriteOp::Learn(fact("deploy by hand", false)),
+        ])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(by_hand)) = &results[1] else {
+        panic!("{results:?}")
+    };
+    assert!(by_hand.warnings.is_empty(), "{:?}", by_hand.warnings);
+    assert_eq!(rows(&kb)[1], 1);
+    assert!(kb.check().unwrap().ok);
+}
+
+#[test]
+fn a_write_that_did_not_load_the_indexes_cannot_look_up_source_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    let txn = kb.begin_write().unwrap();
+    let t = WriteTables::open(&txn, now()).unwrap();
+    for e in [
+        t.source_key_taken("#T", "k").unwrap_err(),
+        t.kbids_with_source_key("#T").unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("did not load the in-memory indexes"),
+            "{e}"
+        );
+    }
+    drop(t);
+    txn.abort().unwrap();
+    // A loaded turn answers.
+    let turn = kb.loaded_index_turn().unwrap();
+    let txn = kb.begin_write().unwrap();
+    let mut t = WriteTables::open(&txn, now()).unwrap();
+    t.indexes = turn.get();
+    assert!(!t.source_key_taken("#T", "k").unwrap());
+}
+
+#[test]
+fn unlearn_removes_every_row_that_points_at_the_section() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, created) = Kb::open_or_create(tmp.path().join("kb")).unwrap();
+    assert!(created);
+    let r = kb
+        .learn(LearnRequest {
+            content: "a fact with several words in it".into(),
+            title: Some("T".into()),
+            docid: Some("d".into()),
+            tags: vec!["x".into(), "y".into()],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows(&kb), [2, 1, 1, 1, 1, 1]);
+    let seq = kb.status().unwrap().last_change_seq;
+    assert!(kb.unlearn(&r.kbid).unwrap().removed);
+    assert_eq!(rows(&kb), [0, 0, 0, 0, 0, 0]);
+    assert!(
+        kb.status().unwrap().last_change_seq > seq,
+        "the change log records the removal"
+    );
+    let txn = kb.db().unwrap().begin_read().unwrap();
+    let tags = txn.open_multimap_table(TAGS).unwrap();
+    assert!(tags.get("x").unwrap().next().is_none());
+}
+
+#[test]
+fn learn_many_is_one_transaction_with_per_item_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let out = kb
+        .learn_many(vec![
+            LearnRequest::text("first"),
+            LearnRequest::text(""),
+            LearnRequest::text("first"),
+        ])
+        .unwrap();
+    assert!(out[0].is_ok());
+    assert_eq!(out[1].as_ref().unwrap_err().field(), Some("content"));
+    assert!(
+        out[2].as_ref().unwrap().skipped,
+        "dedup sees earlier items of the same batch"
+    );
+    assert_eq!(kb.status().unwrap().sections, 1);
+}
+
+#[test]
+fn near_duplicates_are_found_within_one_batch_and_across_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let r = kb
+        .learn_many(vec![
+            LearnRequest::text(base),
+            LearnRequest::text(format!("{base}!")),
+        ])
+        .unwrap();
+    let first = r[0].as_ref().unwrap().kbid.clone();
+    let second = r[1].as_ref().unwrap();
+    assert_eq!(second.near_duplicates[0].kbid, first, "same batch");
+    // A later batch sees both through the in-memory band index, and after a reopen.
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    let r = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+    assert_eq!(r.near_duplicates.len(), 2);
+    kb.unlearn(&first).unwrap();
+    let r = kb.learn(LearnRequest::text(format!("{base}."))).unwrap();
+    assert!(
+        r.near_duplicates.iter().all(|n| n.kbid != first),
+        "an unlearned section is no longer a candidate"
+    );
+    // The shingle cache knows `second` by now; unlearned earlier in the same batch, it is no
+    // candidate either.
+    let second = second.kbid.clone();
+    let out = kb
+        .write_group(vec![
+            WriteOp::Unlearn {
+                kbid: second.clone(),
+            },
+            WriteOp::Learn(LearnRequest::text(format!("{base};"))),
+        ])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert!(
+        !r.near_duplicates.is_empty(),
+        "the `?` and `.` versions remain"
+    );
+    assert!(r.near_duplicates.iter().all(|n| n.kbid != second));
+}
+
+/// Commit one prepared learn by itself and return its result.
+fn apply_learn(kb: &Kb, w: PreparedWrite) -> LearnResult {
+    match kb.write_prepared_unindexed(vec![Ok(w)]).unwrap().remove(0) {
+        Ok(WriteOutcome::Learned(r)) => r,
+        other => panic!("not a learned section: {:?}", other.err()),
+    }
+}
+
+/// Learning stored content again reports no near duplicates, so the scan before the
+/// transaction is skipped; unlearned before it is applied, the content is learned anew and
+/// the writer looks for its near duplicates itself.
+#[test]
+fn learning_stored_content_again_is_not_scanned_but_learned_anew_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let near = kb
+        .learn(LearnRequest::text(format!("{base}!")))
+        .unwrap()
+        .kbid;
+    let first = kb.learn(LearnRequest::text(base)).unwrap();
+    assert_eq!(first.near_duplicates.len(), 1);
+    let prepare = || {
+        kb.prepare_write(WriteOp::Learn(LearnRequest::text(base)))
+            .unwrap()
+    };
+    let scanned = |w: &PreparedWrite| match &w.0 {
+        writes::PreparedOp::Learn(p) => p.scanned(),
+        _ => panic!("a learn"),
+    };
+    let again = prepare();
+    assert_eq!(scanned(&again), None, "stored content is not scanned");
+    let r = &apply_learn(&kb, again);
+    assert_eq!(r.kbid, first.kbid);
+    assert!(r.near_duplicates.is_empty());
+
+    let again = prepare();
+    kb.unlearn(&first.kbid).unwrap();
+    let r = &apply_learn(&kb, again);
+    let found: Vec<&str> = r.near_duplicates.iter().map(|n| n.kbid.as_str()).collect();
+    assert_eq!(found, [near.as_str()], "found by the writer");
+}
+
+/// The daemon looks for near duplicates on the client's thread before the write is queued;
+/// what the writer commits in between (or what this transaction unlearns) must still count.
+#[test]
+fn a_scan_made_before_the_transaction_is_completed_with_what_was_committed_since() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let base = "the quick brown fox jumps over the lazy dog near the river bank today";
+    let old = kb.learn(LearnRequest::text(base)).unwrap().kbid;
+    let learn = |text: String| WriteOp::Learn(LearnRequest::text(text));
+    let kbids = |r: &LearnResult| -> Vec<String> {
+        r.near_duplicates.iter().map(|n| n.kbid.clone()).collect()
+    };
+
+    // Prepared (scanned) first; a near duplicate is committed before it is applied.
+    let waiting = kb.prepare_write(learn(format!("{base}!"))).unwrap();
+    let writes::PreparedOp::Learn(p) = &waiting.0 else {
+        panic!("a learn")
+    };
+    assert_eq!(
+        p.scanned(),
+        Some(vec![old.clone()]),
+        "scanned when prepared"
+    );
+    let between = kb.learn(LearnRequest::text(format!("{base}?"))).unwrap();
+    assert_eq!(kbids(&between), std::slice::from_ref(&old));
+    let r = &apply_learn(&kb, waiting);
+    let mut found = kbids(r);
+    found.sort();
+    let mut want = vec![old.clone(), between.kbid.clone()];
+    want.sort();
+    assert_eq!(
+        found, want,
+        "the scan's find and the section committed since"
+    );
+
+    // Found by the scan, then unlearned (committed, or earlier in the same transaction).
+    let waiting = kb.prepare_write(learn(format!("{base}."))).unwrap();
+    kb.unlearn(&old).unwrap();
+    let r = &apply_learn(&kb, waiting);
+    assert!(!kbids(r).contains(&old), "{:?}", kbids(r));
+    assert!(kbids(r).contains(&between.kbid));
+    let waiting = kb.prepare_write(learn(format!("{base};"))).unwrap();
+    let unlearn = kb
+        .prepare_write(WriteOp::Unlearn {
+            kbid: between.kbid.clone(),
+        })
+        .unwrap();
+    let out = kb
+        .write_prepared_unindexed(vec![Ok(unlearn), Ok(waiting)])
+        .unwrap();
+    let Ok(WriteOutcome::Learned(r)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert!(!kbids(r).contains(&between.kbid), "{:?}", kbids(r));
+    assert!(!kbids(r).is_empty(), "the `!` and `.` versions remain");
+
+    // More sections committed in between than the band index remembers (64 in unit
+    // tests): the writer looks again itself and still finds the one among them.
+    let waiting = kb.prepare_write(learn(format!("{base} ok"))).unwrap();
+    let mut many: Vec<LearnRequest> = (0..80)
+        .map(|i| LearnRequest::text(format!("unrelated note {i} on subject {}", i * 7919)))
+        .collect();
+    many.push(LearnRequest::text(format!("{base} fine")));
+    let last = kb.learn_many(many).unwrap().pop().unwrap().unwrap().kbid;
+    let r = &apply_learn(&kb, waiting);
+    assert!(kbids(r).contains(&last), "{:?}", kbids(r));
+}
+
+/// Writes handed over while a group is applied join its transaction, in order, up to the
+/// batch limit; failed preparations answer for themselves.
+#[test]
+fn writes_join_the_group_being_applied_up_to_the_batch_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join(crate::config::CONFIG_FILE),
+        "[limits]\nmax_batch = 4\n",
+    )
+    .unwrap();
+    let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
+    let prep = |text: &str| kb.prepare_write(WriteOp::Learn(LearnRequest::text(text)));
+    let seq_before = kb.last_change_seq().unwrap();
+    let mut offered = vec![
+        vec![prep("second note about tea"), prep("")],
+        vec![prep("third note about coffee")],
+    ]
+    .into_iter();
+    let mut rooms = Vec::new();
+    let out = kb
+        .write_prepared_joining(vec![prep("first note about water")], |room| {
+            rooms.push(room);
+            offered.next()
+        })
+        .unwrap();
+    // Asked after each batch, with the room left; the full group stops asking.
+    assert_eq!(rooms, vec![3, 1]);
+    let kinds: Vec<_> = out
+        .iter()
+        .map(|r| match r {
+            Ok(WriteOutcome::Learned(l)) => kb.content(std::slice::from_ref(&l.kbid)).unwrap().data,
+            Ok(_) => "other".to_string(),
+            Err(e) => format!("error on {}", e.field().unwrap_or("?")),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "first note about water",
+            "second note about tea",
+            "error on content",
+            "third note about coffee"
+        ]
+    );
+    // One transaction: the three sections carry its timestamp and were logged together.
+    let stamps: Vec<_> = out
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            WriteOutcome::Learned(l) => l.created_at.clone(),
+            _ => unreachable!("learned above"),
+        })
+        .collect();
+    assert!(stamps.windows(2).all(|w| w[0] == w[1]), "{stamps:?}");
+    assert_eq!(kb.changes_since(seq_before).unwrap().len(), 3);
+
+    // A group that starts with failed preparations only still takes the writes that join.
+    let mut offered = Some(vec![prep("fourth note about juice")]);
+    let out = kb
+        .write_prepared_joining(vec![prep("")], |_| offered.take())
+        .unwrap();
+    assert!(out[0].is_err(), "{:?}", out[0]);
+    let Ok(WriteOutcome::Learned(l)) = &out[1] else {
+        panic!("{:?}", out[1].as_ref().err())
+    };
+    assert_eq!(out.len(), 2);
+    assert!(
+        kb.content(std::slice::from_ref(&l.kbid))
+            .unwrap()
+            .data
+            .contains("juice")
+    );
+}
+
+#[test]
+fn a_large_group_is_prepared_in_parallel_and_answers_in_the_order_of_its_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let reqs: Vec<LearnRequest> = (0..300)
+        .map(|i| {
+            if i == 150 {
+                LearnRequest::text("   ")
+            } else {
+                LearnRequest::text(format!("fact number {i} of the group"))
+            }
+        })
+        .collect();
+    let out = kb.learn_many(reqs).unwrap();
+    assert_eq!(out.len(), 300);
+    for (i, r) in out.iter().enumerate() {
+        if i == 150 {
+            assert_eq!(r.as_ref().unwrap_err().field(), Some("content"));
+            continue;
+        }
+        let kbid = &r.as_ref().unwrap().kbid;
+        let got = kb.read_sections(&[kbid.as_str()]).unwrap();
+        assert_eq!(got[0].content, format!("fact number {i} of the group"));
+    }
+}
+
+/// A section learned into a document that already holds it is not attached twice, whichever
+/// membership list is the shorter (`WriteTables::holds` reads that one).
+#[test]
+fn a_section_is_attached_to_a_document_once_whichever_membership_list_is_shorter() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let learn = |text: &str, docid: &str| {
+        kb.learn(LearnRequest {
+            docid: Some(docid.into()),
+            ..LearnRequest::text(text)
+        })
+        .unwrap()
+        .attached
+    };
+    // "Contents" is in four documents; "big" holds four sections. (`attached`: a section
+    // already stored joined a document; a new one is stored, not attached.)
+    assert!(!learn("## Contents", "a"));
+    for d in ["b", "c"] {
+        assert!(learn("## Contents", d));
+    }
+    for i in 0..3 {
+        assert!(!learn(&format!("Big section {i}."), "big"));
+    }
+    assert!(learn("## Contents", "big"));
+    // The section's list (4 documents) against the document's (1 or 4 sections).
+    assert!(!learn("## Contents", "a"), "a already holds it");
+    assert!(!learn("## Contents", "big"), "big already holds it");
+    // A section in one document, a document of four sections: the section's list is shorter.
+    assert!(!learn("Big section 0.", "big"));
+    assert!(learn("Big section 0.", "d"), "a new document gets it");
+    let docs = kb.list_documents().unwrap();
+    let count = |d: &str| docs.iter().find(|x| x.docid == d).unwrap().sections;
+    assert_eq!((count("a"), count("big"), count("d")), (1, 4, 1));
+}
