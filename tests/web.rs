@@ -482,3 +482,176 @@ fn a_request_for_a_host_that_is_not_served_here_is_refused() {
         }
     }
 }
+
+/// The docids of a `/docs` page, in the order shown.
+fn listed_docids(page: &str) -> Vec<String> {
+    page.split("<td class=\"kbid\">")
+        .skip(1)
+        .map(|s| s.split("</td>").next().unwrap().to_string())
+        .collect()
+}
+
+/// `kbdb docs` newest first, ties by docid: what the pages of `/docs` must show, in order.
+fn docs_newest_first(db: &TestDb) -> Vec<String> {
+    let all = db.json(&["docs"]);
+    let mut all: Vec<(String, String)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["updated_at"].as_str().unwrap().to_string(),
+                d["docid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    all.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    all.into_iter().map(|(_, d)| d).collect()
+}
+
+/// Every page of `/docs`, concatenated; checks the pager links on the way.
+fn docs_pages(s: &Served, cookie: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for page in 1.. {
+        let body = s.page(&format!("/docs?page={page}"), cookie);
+        let listed = listed_docids(&body);
+        assert!(listed.len() <= 100, "page {page}");
+        assert_eq!(body.contains("rel=\"prev\""), page > 1, "page {page}");
+        out.extend(listed);
+        if !body.contains("rel=\"next\"") {
+            return out;
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn the_documents_view_pages_newest_first_after_edits_and_deletes() {
+    let db = TestDb::new();
+    let lines: String = (0..230)
+        .map(|i| {
+            format!(
+                "{}\n",
+                serde_json::json!({"content": format!("Fact number {i} of the pile."),
+                    "docid": format!("pile/{i:03}")})
+            )
+        })
+        .collect();
+    db.cmd()
+        .args(["learn", "--jsonl"])
+        .write_stdin(lines)
+        .assert()
+        .success();
+    let s = Served::start(&db);
+    let cookie = s.sign_in();
+    let first = docs_pages(&s, &cookie);
+    assert_eq!(first.len(), 230);
+    assert_eq!(first, docs_newest_first(&db));
+    assert!(s.page("/docs", &cookie).contains("230 document(s)"));
+    // An edit (through the daemon the page reads from) brings a document to the front.
+    std::thread::sleep(Duration::from_millis(5));
+    db.learn(&["A later fact for the pile.", "--docid", "pile/117"]);
+    let after_edit = docs_pages(&s, &cookie);
+    assert_eq!(after_edit[0], "pile/117");
+    assert_eq!(after_edit, docs_newest_first(&db));
+    // A delete takes one out; the page boundaries move by one.
+    db.json(&["doc", "delete", "pile/042"]);
+    let after_delete = docs_pages(&s, &cookie);
+    assert_eq!(after_delete.len(), 229);
+    assert!(!after_delete.contains(&"pile/042".to_string()));
+    assert_eq!(after_delete, docs_newest_first(&db));
+    let page3 = s.page("/docs?page=3", &cookie);
+    assert_eq!(listed_docids(&page3), after_delete[200..].to_vec());
+    assert!(s.page("/docs", &cookie).contains("229 document(s)"));
+    // Past the end: an empty table, a link back, none forward.
+    let past = s.page("/docs?page=9", &cookie);
+    assert!(listed_docids(&past).is_empty() && !past.contains("rel=\"next\""));
+}
+
+const COLLECTION: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/collection");
+
+/// The row of `docid` in the validation view (None: not listed).
+fn validation_row(page: &str, docid: &str) -> Option<String> {
+    let link = format!("href=\"/doc/{docid}\"");
+    page.split("<tr>")
+        .find(|row| row.contains(&link))
+        .map(str::to_string)
+}
+
+/// The "N invalid" count of the validation view.
+fn invalid_count(page: &str) -> u64 {
+    let end = page.find(" invalid</strong>").expect("the counts");
+    let start = page[..end].rfind("<strong>").unwrap() + "<strong>".len();
+    page[start..end].parse().unwrap()
+}
+
+#[test]
+fn the_validation_view_shows_the_writes_that_fix_or_break_a_document() {
+    let db = TestDb::new();
+    for docid in [
+        "epics/auth",
+        "epics/billing",
+        "stories/login",
+        "stories/logout",
+        "stories/signup",
+        "people/dana",
+    ] {
+        let file = format!("{COLLECTION}/{docid}.md");
+        db.json(&["learn", "--file", &file, "--docid", docid, "--split"]);
+    }
+    db.json(&["models", "load", &format!("{COLLECTION}/models.toml")]);
+    let s = Served::start(&db);
+    let cookie = s.sign_in();
+    let page = s.page("/validation", &cookie);
+    let invalid = invalid_count(&page);
+    let login = validation_row(&page, "stories/login");
+    assert!(
+        login.as_ref().is_none_or(|r| !r.contains("one of")),
+        "{page}"
+    );
+    let missing = "item stories/invoices does not exist";
+    assert!(
+        validation_row(&page, "epics/billing").is_some_and(|r| r.contains(missing)),
+        "{page}"
+    );
+    // An edit that breaks a document shows on the next visit, and the one that fixes it too.
+    db.json(&[
+        "doc",
+        "update",
+        "stories/login",
+        "--meta",
+        r#"{"status": "bogus"}"#,
+    ]);
+    let page = s.page("/validation", &cookie);
+    assert_eq!(invalid_count(&page), invalid + 1, "{page}");
+    assert!(
+        validation_row(&page, "stories/login")
+            .is_some_and(|r| r.contains("meta.status") || r.contains("one of")),
+        "{page}"
+    );
+    db.json(&[
+        "doc",
+        "update",
+        "stories/login",
+        "--meta",
+        r#"{"status": "ready"}"#,
+    ]);
+    let page = s.page("/validation", &cookie);
+    assert_eq!(invalid_count(&page), invalid, "{page}");
+    // The item an epic names is created: the epic's error goes, though the epic did not change;
+    // it comes back when the item is deleted.
+    db.json(&[
+        "learn",
+        "--docid",
+        "stories/invoices",
+        "--split",
+        "+++\nstatus = \"ready\"\n+++\n# Invoices\n\n## Acceptance Criteria\n\n- sent\n",
+    ]);
+    let page = s.page("/validation", &cookie);
+    assert!(!page.contains(missing), "{page}");
+    assert_eq!(invalid_count(&page), invalid - 1, "{page}");
+    db.json(&["doc", "delete", "stories/invoices"]);
+    let page = s.page("/validation", &cookie);
+    assert!(page.contains(missing), "{page}");
+    assert_eq!(invalid_count(&page), invalid, "{page}");
+}

@@ -2,8 +2,11 @@
 //! memory, so a query over thousands of documents reads no section content and no store rows.
 //! It is derived from the `documents` table and follows the change log (`DocumentChanged`,
 //! `DocumentRemoved`) like the other derived indexes; a change of the models reassigns every
-//! document's model.
+//! document's model. It also keeps the documents ordered by `updated_at` (the web page's
+//! listing reads one page of it) and, once asked, every document's validation
+//! ([`Validations`]), brought up to date for the documents the change log names.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -11,6 +14,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use serde_json::{Map, Value};
 
 use super::filter::Doc;
+use super::validations::Validations;
 use crate::error::Result;
 use crate::store::tables::{CHANGES, DOCUMENTS};
 use crate::types::records::{ChangeKind, ChangeRecord, DocumentRecord, decode};
@@ -36,6 +40,10 @@ pub struct DocEntry {
     meta: Box<[(Arc<str>, Value)]>,
     /// The metadata as one JSON object, built when a query names `meta` itself.
     meta_value: OnceLock<Box<Value>>,
+    /// The record's `updated_at` (RFC 3339 UTC, so the text sorts as the time does).
+    pub updated_at: String,
+    /// How many sections the document lists.
+    pub sections: usize,
 }
 
 impl DocEntry {
@@ -131,7 +139,14 @@ pub struct DocIndex {
     applied_seq: u64,
     /// The models' generation the views were built with.
     pub models_generation: u64,
+    /// Every document by docid. Changed only through [`DocIndex::put`] and
+    /// [`DocIndex::forget`], which keep `by_updated` in step.
     pub docs: BTreeMap<String, DocEntry>,
+    /// (`updated_at`, docid) of every document, newest first (ties by docid).
+    by_updated: BTreeSet<(Reverse<String>, String)>,
+    /// Every document's validation, once asked for (`Kb::validation_report`); dropped with the
+    /// index when the models change.
+    pub validations: Option<Validations>,
     /// Model names by number ([`DocEntry::model_ix`]).
     model_names: Vec<String>,
     /// Metadata keys, shared by the documents that have them (never pruned: bounded by the
@@ -155,7 +170,7 @@ impl DocIndex {
             let (k, v) = row?;
             let rec: DocumentRecord = decode("documents", k.value(), v.value())?;
             let e = ix.entry(k.value(), &rec, model_of);
-            ix.docs.insert(k.value().to_string(), e);
+            ix.put(k.value(), e);
         }
         Ok(ix)
     }
@@ -179,19 +194,54 @@ impl DocIndex {
             }
         }
         for docid in touched {
-            match documents.get(docid.as_str())? {
+            let existed = self.docs.contains_key(&docid);
+            let exists = match documents.get(docid.as_str())? {
                 Some(v) => {
                     let rec: DocumentRecord = decode("documents", &docid, v.value())?;
                     let e = self.entry(&docid, &rec, model_of);
-                    self.docs.insert(docid, e);
+                    self.put(&docid, e);
+                    true
                 }
                 None => {
-                    self.docs.remove(&docid);
+                    self.forget(&docid);
+                    false
                 }
+            };
+            if let Some(v) = self.validations.as_mut() {
+                v.touched(&docid, existed != exists);
             }
         }
         self.applied_seq = last;
         Ok(())
+    }
+
+    /// Add or replace a document's entry.
+    fn put(&mut self, docid: &str, e: DocEntry) {
+        self.by_updated
+            .insert((Reverse(e.updated_at.clone()), docid.to_string()));
+        if let Some(old) = self.docs.insert(docid.to_string(), e)
+            && old.updated_at != self.docs[docid].updated_at
+        {
+            self.by_updated
+                .remove(&(Reverse(old.updated_at), docid.to_string()));
+        }
+    }
+
+    /// Remove a document's entry.
+    fn forget(&mut self, docid: &str) {
+        if let Some(old) = self.docs.remove(docid) {
+            self.by_updated
+                .remove(&(Reverse(old.updated_at), docid.to_string()));
+        }
+    }
+
+    /// The documents most recently updated first (ties by docid), from the `offset`-th on:
+    /// reads only what it returns, whatever the number of documents before them.
+    pub fn newest_first(&self, offset: usize) -> impl Iterator<Item = &DocEntry> {
+        self.by_updated
+            .iter()
+            .skip(offset)
+            .filter_map(|(_, docid)| self.docs.get(docid))
     }
 
     /// The documents of `model` (every document when `None`; none when no document has it),
@@ -215,7 +265,10 @@ impl DocIndex {
             _ => Map::new(),
         };
         let model = model_of(docid, &meta);
-        self.make_entry(docid, rec.title.clone(), model, meta)
+        let mut e = self.make_entry(docid, rec.title.clone(), model, meta);
+        e.updated_at = rec.updated_at.clone();
+        e.sections = rec.kbids.len();
+        e
     }
 
     fn make_entry(
@@ -239,6 +292,8 @@ impl DocIndex {
             model: Value::String(model),
             meta: meta.into_iter().map(|(k, v)| (self.intern(k), v)).collect(),
             meta_value: OnceLock::new(),
+            updated_at: String::new(),
+            sections: 0,
         }
     }
 
@@ -267,7 +322,7 @@ mod tests {
                 panic!("meta must be an object");
             };
             let e = ix.make_entry(docid, title.map(str::to_string), model.to_string(), meta);
-            ix.docs.insert(docid.to_string(), e);
+            ix.put(docid, e);
         }
         let views = ix.docs.values().map(DocEntry::view).collect();
         (ix, views)

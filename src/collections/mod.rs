@@ -8,3 +8,4 @@ pub mod edit;
 pub mod filter;
 pub mod schema;
 pub mod state;
+pub mod validations;

@@ -988,6 +988,25 @@ pub static OPERATIONS: &[Operation] = &[
         tool: None,
     },
     Operation {
+        method: "documents_page",
+        kind: Kind::Read(|kb, p, _| {
+            let p = params::<PageParams>(p)?;
+            let limit = p.limit.unwrap_or(100).min(1000);
+            to_value(kb.documents_page(p.offset.unwrap_or(0), limit)?)
+        }),
+        long: false,
+        tool: None,
+    },
+    Operation {
+        method: "validation_report",
+        kind: Kind::Read(|kb, p, _| {
+            let limit = params::<LimitParam>(p)?.limit.unwrap_or(500).min(10_000);
+            to_value(kb.validation_report(limit)?)
+        }),
+        long: false,
+        tool: None,
+    },
+    Operation {
         method: "tag_counts",
         kind: Kind::Read(|kb, p, _| {
             let limit = params::<LimitParam>(p)?.limit.unwrap_or(1000).min(10_000);

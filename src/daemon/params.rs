@@ -508,3 +508,11 @@ pub struct SeqParam {
 pub struct LimitParam {
     pub limit: Option<usize>,
 }
+
+/// A page of a list (`documents_page`).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PageParams {
+    pub offset: Option<usize>,
+    pub limit: Option<usize>,
+}

@@ -7,6 +7,7 @@ use crate::collections::edit::{DocEdit, EditResult};
 use crate::collections::filter::{self as query, QueryOutcome, QuerySpec};
 use crate::collections::schema::{self as model, ModelSet, Validation};
 use crate::collections::state::*;
+use crate::collections::validations::{ValidationReport, Validations};
 use crate::error::{KbError, Result};
 use crate::store::tables::{COLLECTION, CONTENT, DOCUMENTS, SECTIONS};
 use crate::types::records::{DocumentRecord, SectionRecord, decode};
@@ -267,6 +268,78 @@ impl Kb {
             "truncated": docids.len() > MAX_VALIDATE,
             "results": results,
         }))
+    }
+
+    /// The web page's validation view: the counts over every document and the first `limit`
+    /// documents with errors or warnings, by docid. The results are kept with the document index
+    /// and validated again only for the documents the change log names since the last call (and
+    /// those whose relationships named a docid created or removed since): the first call
+    /// validates every document, later ones only what changed (docs/web.md).
+    pub fn validation_report(&self, limit: usize) -> Result<ValidationReport> {
+        let (mut guard, models) = self.doc_index()?;
+        let ix = guard.as_mut().expect("loaded above");
+        let mut v = match ix.validations.take() {
+            Some(v) => v,
+            None => Validations::all_stale(ix.docs.keys()),
+        };
+        let ix: &DocIndex = ix;
+        let mut revalidated = 0;
+        let done = (|| -> Result<()> {
+            while let Some(docid) = v.stale.pop_first() {
+                if !ix.docs.contains_key(&docid) {
+                    v.set(&docid, None, Vec::new());
+                    continue;
+                }
+                let doc = match self.read_stored_doc(&docid) {
+                    Ok(d) => d,
+                    // Removed since the index caught up: the change log will say so.
+                    Err(KbError::NotFound(_)) => {
+                        v.set(&docid, None, Vec::new());
+                        continue;
+                    }
+                    Err(e) => {
+                        v.stale.insert(docid);
+                        return Err(e);
+                    }
+                };
+                let asked = std::cell::RefCell::new(Vec::new());
+                let exists = |d: &str| {
+                    asked.borrow_mut().push(d.to_string());
+                    ix.docs.contains_key(d)
+                };
+                let inputs = doc.inputs();
+                let result = model::validate(&models, &doc.input(&docid, &inputs), &exists);
+                let mut asked = asked.into_inner();
+                asked.sort_unstable();
+                asked.dedup();
+                v.set(&docid, Some(result), asked);
+                revalidated += 1;
+            }
+            Ok(())
+        })();
+        let report = done.map(|()| {
+            let invalid = v.results.values().filter(|r| !r.valid).count();
+            let mut with_problems = 0;
+            let mut problems = Vec::new();
+            for r in v.results.values() {
+                if !r.errors.is_empty() || !r.warnings.is_empty() {
+                    with_problems += 1;
+                    if problems.len() < limit {
+                        problems.push(r.clone());
+                    }
+                }
+            }
+            ValidationReport {
+                checked: v.results.len(),
+                valid: v.results.len() - invalid,
+                invalid,
+                with_problems,
+                revalidated,
+                problems,
+            }
+        });
+        guard.as_mut().expect("loaded above").validations = Some(v);
+        report
     }
 
     /// Apply one document edit (a write of its own, group-committed by the daemon).

@@ -166,6 +166,30 @@ impl Kb {
         Ok(out)
     }
 
+    /// One page of the documents, most recently updated first (ties by docid): the `limit`
+    /// documents from the `offset`-th on, and how many there are. Read from the document index
+    /// (kept up to date by the change log), so a page costs its own documents, not a listing of
+    /// every document.
+    pub fn documents_page(&self, offset: usize, limit: usize) -> Result<DocumentPage> {
+        let (guard, _) = self.doc_index()?;
+        let ix = guard.as_ref().expect("loaded by doc_index");
+        let documents = ix
+            .newest_first(offset)
+            .take(limit)
+            .map(|e| DocumentSummary {
+                docid: e.id_str().to_string(),
+                title: e.title_str().map(str::to_string),
+                sections: e.sections,
+                updated_at: e.updated_at.clone(),
+            })
+            .collect();
+        Ok(DocumentPage {
+            total: ix.docs.len(),
+            offset,
+            documents,
+        })
+    }
+
     /// The first `limit` kbids starting with `prefix`, in order (completion of `kbdb://`
     /// section URIs).
     pub fn kbids_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {

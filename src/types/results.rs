@@ -255,6 +255,16 @@ pub struct DocumentSummary {
     pub updated_at: String,
 }
 
+/// One page of the documents, most recently updated first (`Kb::documents_page`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DocumentPage {
+    /// How many documents there are.
+    pub total: usize,
+    /// The position of the page's first document in the whole listing.
+    pub offset: usize,
+    pub documents: Vec<DocumentSummary>,
+}
+
 /// A section listed in a recalled document manifest.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ManifestSection {

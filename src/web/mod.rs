@@ -80,6 +80,16 @@ pub fn router(options: WebOptions) -> Result<(Router, Arc<WebState>)> {
         hosts: options.hosts,
         check: Mutex::new(None),
     });
+    // Load the document index and validate every document now rather than at the first visit
+    // of `/docs` or `/validation` (about 1 s at 300k sections; docs/web.md). Best effort: a
+    // failure here is met again, and reported, by the visit.
+    let pool = state.pool.clone();
+    let _ = std::thread::Builder::new()
+        .name("kbdb-web-warm".into())
+        .spawn(move || {
+            let _ = pool.call("documents_page", serde_json::json!({"limit": 1}));
+            let _ = pool.call("validation_report", serde_json::json!({"limit": 0}));
+        });
     let router = Router::new()
         .route("/", get(pages::home))
         .route("/search", get(pages::search))

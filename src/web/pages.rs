@@ -940,17 +940,23 @@ pub async fn document(State(state): State<Arc<WebState>>, Path(docid): Path<Stri
 
 pub async fn docs(State(state): State<Arc<WebState>>, uri: Uri) -> PageResult {
     let page = page_param(&uri, 100_000)?;
-    let all = state.call("docs", json!({})).await.map_err(failed)?;
-    let mut list: Vec<&Value> = all
-        .as_array()
-        .map(|a| a.iter().collect())
-        .unwrap_or_default();
-    list.sort_by(|a, b| str_of(b, "updated_at").cmp(&str_of(a, "updated_at")));
+    let r = state
+        .call(
+            "documents_page",
+            json!({"offset": (page - 1) * LIST_PAGE, "limit": LIST_PAGE}),
+        )
+        .await
+        .map_err(failed)?;
+    let total = r.get("total").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let list = r
+        .get("documents")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     let mut body = format!(
-        "<h1>Documents</h1><p class=\"meta\">{} document(s), newest first</p><table><tr><th>document</th><th>docid</th><th>sections</th><th>updated</th></tr>",
-        list.len()
+        "<h1>Documents</h1><p class=\"meta\">{total} document(s), newest first</p><table><tr><th>document</th><th>docid</th><th>sections</th><th>updated</th></tr>"
     );
-    for d in list.iter().skip((page - 1) * LIST_PAGE).take(LIST_PAGE) {
+    for d in list {
         let docid = str_of(d, "docid").unwrap_or("");
         let _ = write!(
             body,
@@ -962,7 +968,7 @@ pub async fn docs(State(state): State<Arc<WebState>>, uri: Uri) -> PageResult {
         );
     }
     body.push_str("</table>");
-    body.push_str(&pager("/docs?", page, list.len() > page * LIST_PAGE));
+    body.push_str(&pager("/docs?", page, total > page * LIST_PAGE));
     ok("Documents", "/docs", &body)
 }
 
@@ -1122,35 +1128,32 @@ pub async fn collections(State(state): State<Arc<WebState>>, uri: Uri) -> PageRe
 }
 
 pub async fn validation(State(state): State<Arc<WebState>>) -> PageResult {
-    let r = state.call("validate", json!({})).await.map_err(failed)?;
+    let r = state
+        .call("validation_report", json!({"limit": LIST_PAGE * 5}))
+        .await
+        .map_err(failed)?;
     let mut body = String::from(
         "<h1>Validation</h1><p class=\"meta\">Documents of collection models checked against their model (the <code>validate</code> tool).</p>",
     );
-    let _ = write!(
-        body,
-        "<p>{} checked · {} valid · <strong>{} invalid</strong>{}</p>",
-        r.get("checked").and_then(Value::as_u64).unwrap_or(0),
-        r.get("valid").and_then(Value::as_u64).unwrap_or(0),
-        r.get("invalid").and_then(Value::as_u64).unwrap_or(0),
-        if r.get("truncated").and_then(Value::as_bool).unwrap_or(false) {
-            " (truncated)"
-        } else {
-            ""
-        }
-    );
-    let results = r
-        .get("results")
+    let count = |k: &str| r.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let problems = r
+        .get("problems")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
-    let problems: Vec<&Value> = results
-        .iter()
-        .filter(|x| {
-            let n = |k: &str| x.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-            n("errors") + n("warnings") > 0
-        })
-        .take(LIST_PAGE * 5)
-        .collect();
+    let _ = write!(
+        body,
+        "<p>{} checked · {} valid · <strong>{} invalid</strong> · {} with problems{}</p>",
+        count("checked"),
+        count("valid"),
+        count("invalid"),
+        count("with_problems"),
+        if count("with_problems") as usize > problems.len() {
+            format!(" (the first {} shown)", problems.len())
+        } else {
+            String::new()
+        }
+    );
     if problems.is_empty() {
         body.push_str("<p class=\"muted\">No problems.</p>");
     } else {

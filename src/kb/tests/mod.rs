@@ -1,6 +1,7 @@
 //! Unit tests of the engine that need its private parts (transactions, indexes), by topic;
 //! the helpers here serve more than one of them.
 
+mod browse;
 mod durability;
 mod migrations;
 mod reads;
