@@ -140,6 +140,7 @@ lines = errors = 0
 first_err = None
 for l in open(out, encoding="utf-8"):
     lines += 1
+    # result lines are AddSectionResult objects or {"error": {code, message}}: a key, not text
     if "error" in json.loads(l):
         errors += 1
         first_err = first_err or l.strip()[:300]
@@ -176,6 +177,8 @@ PY
   # 5. sync of the folder
   if (( n <= SYNC_MAX )); then
     log "s$n: kbdb sync --embedded (load $(loadavg))"
+    # sync does not create a database (learn and import do): init it first
+    "$BIN" --db "$W/sync$n" --embedded init > /dev/null 2> "$P/sync.err" || cat "$P/sync.err" >&2
     timev "$P/sync.time" "$BIN" --db "$W/sync$n" --embedded --format json sync "$C/md" > "$P/sync-report.json" 2> "$P/sync.err" || cat "$P/sync.err" >&2
     tv_json "$P/sync.time" > "$P/sync-proc.json"
     echo "{\"db_bytes\": $(du -sb "$W/sync$n" | cut -f1)}" > "$P/sync.json"
