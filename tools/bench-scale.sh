@@ -170,7 +170,7 @@ PY
   rss_open=$(python3 "$ROOT/tools/bench_scale_drive.py" rss "$pid")
   python3 "$ROOT/tools/bench_scale_drive.py" latency "$BIN" "$DB" "$C/queries.jsonl" > "$P/latency.json"
   rss_served=$(python3 "$ROOT/tools/bench_scale_drive.py" rss "$pid")
-  echo "{\"first_search_s\": $(echo "$s1 - $s0" | bc), \"after_open\": $rss_open, \"after_queries\": $rss_served}" > "$P/daemon.json"
+  echo "{\"first_search_s\": $(python3 -c "print(round($s1 - $s0, 3))"), \"after_open\": $rss_open, \"after_queries\": $rss_served}" > "$P/daemon.json"
   cat "$P/daemon.json" "$P/latency.json" >&2
   "$BIN" --db "$DB" daemon stop > /dev/null 2>&1 || true
 
