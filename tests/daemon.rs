@@ -401,6 +401,63 @@ fn clients_racing_to_start_the_daemon_start_exactly_one() {
     assert_eq!(daemons_of(&db).len(), 1);
 }
 
+/// Writers racing on a database that does not exist yet (`learn --jsonl` through the daemon,
+/// as a script starting 8 loaders at once): the one that creates the database holds it open
+/// for a moment, and a client that started the daemon meanwhile got a daemon that could not
+/// open it ("in use by another process") and failed. Every writer must succeed, through one
+/// daemon.
+#[test]
+fn writers_racing_on_a_new_database_all_succeed_through_one_daemon() {
+    for round in 0..3 {
+        let db = TestDb::uninit();
+        let children: Vec<_> = (0..8)
+            .map(|w| {
+                let mut c = db
+                    .process()
+                    .args(["--format", "json", "learn", "--jsonl"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let lines: String = (0..20)
+                    .map(|i| {
+                        let line = json!({
+                            "content": format!("round {round} writer {w} line {i} about racing starts"),
+                            "docid": format!("w/{w}"),
+                        });
+                        format!("{line}\n")
+                    })
+                    .collect();
+                // A writer that failed may be gone already: its error is asserted below.
+                let _ = c.stdin.take().unwrap().write_all(lines.as_bytes());
+                c
+            })
+            .collect();
+        for (w, c) in children.into_iter().enumerate() {
+            let out = c.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "round {round}, writer {w}: {}\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let results: Vec<Value> = stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(results.len(), 20, "round {round}, writer {w}: {stdout}");
+            assert!(
+                results.iter().all(|r| r.get("error").is_none()),
+                "round {round}, writer {w}: {stdout}"
+            );
+        }
+        assert_eq!(db.status()["sections"], 160, "round {round}");
+        assert_eq!(daemons_of(&db).len(), 1, "round {round}");
+    }
+}
+
 #[test]
 fn malformed_and_oversized_messages_get_errors_and_the_daemon_lives_on() {
     let db = TestDb::new();

@@ -76,12 +76,17 @@ def main():
     row("bulk ingest rate kbdb / FTS5 (target ≥ 1×)",
         lambda c: ratio(bulk_k(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
     row("kbdb learn CPU user + sys s", lambda c: "%s + %s" % (f(kv(c, "learn-proc", "user_s")), f(kv(c, "learn-proc", "sys_s"))))
+    def sync_rate(c):
+        # None when sync did not run, failed (its report is an error) or took no measurable time.
+        w, n = kv(c, "sync-proc", "wall_s"), kv(c, "meta", "sections")
+        rep = c["sync-report"]
+        if not w or not n or not isinstance(rep, dict) or "error" in rep:
+            return None
+        return n / w
     row("kbdb `sync` of the folder s (sections/s)",
-        lambda c: "–" if not kv(c, "sync-proc", "wall_s") else "%s (%s)" % (f(kv(c, "sync-proc", "wall_s"), 1),
-                                                              f(kv(c, "meta", "sections") / kv(c, "sync-proc", "wall_s"), 0)))
+        lambda c: "–" if sync_rate(c) is None else "%s (%s)" % (f(kv(c, "sync-proc", "wall_s"), 1), f(sync_rate(c), 0)))
     row("sync rate kbdb / FTS5 bulk (target ≥ 1×)",
-        lambda c: "–" if not kv(c, "sync-proc", "wall_s") else ratio(kv(c, "meta", "sections") / kv(c, "sync-proc", "wall_s"),
-                                                       kv(c, "fts5", "ingest_bulk", "sections_per_s")))
+        lambda c: ratio(sync_rate(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
     row("FTS5 read + split of the folder s (not in its bulk time)", lambda c: f(kv(c, "fts5", "read_split_seconds"), 1))
     # memory
     row("**peak RSS** kbdb learn MB (target ≤ 300)", lambda c: f(kv(c, "learn-proc", "max_rss_mb"), 0))

@@ -140,6 +140,7 @@ lines = errors = 0
 first_err = None
 for l in open(out, encoding="utf-8"):
     lines += 1
+    # result lines are AddSectionResult objects or {"error": {code, message}}: a key, not text
     if "error" in json.loads(l):
         errors += 1
         first_err = first_err or l.strip()[:300]
@@ -169,13 +170,15 @@ PY
   rss_open=$(python3 "$ROOT/tools/bench_scale_drive.py" rss "$pid")
   python3 "$ROOT/tools/bench_scale_drive.py" latency "$BIN" "$DB" "$C/queries.jsonl" > "$P/latency.json"
   rss_served=$(python3 "$ROOT/tools/bench_scale_drive.py" rss "$pid")
-  echo "{\"first_search_s\": $(echo "$s1 - $s0" | bc), \"after_open\": $rss_open, \"after_queries\": $rss_served}" > "$P/daemon.json"
+  echo "{\"first_search_s\": $(python3 -c "print(round($s1 - $s0, 3))"), \"after_open\": $rss_open, \"after_queries\": $rss_served}" > "$P/daemon.json"
   cat "$P/daemon.json" "$P/latency.json" >&2
   "$BIN" --db "$DB" daemon stop > /dev/null 2>&1 || true
 
   # 5. sync of the folder
   if (( n <= SYNC_MAX )); then
     log "s$n: kbdb sync --embedded (load $(loadavg))"
+    # sync does not create a database (learn and import do): init it first
+    "$BIN" --db "$W/sync$n" --embedded init > /dev/null 2> "$P/sync.err" || cat "$P/sync.err" >&2
     timev "$P/sync.time" "$BIN" --db "$W/sync$n" --embedded --format json sync "$C/md" > "$P/sync-report.json" 2> "$P/sync.err" || cat "$P/sync.err" >&2
     tv_json "$P/sync.time" > "$P/sync-proc.json"
     echo "{\"db_bytes\": $(du -sb "$W/sync$n" | cut -f1)}" > "$P/sync.json"

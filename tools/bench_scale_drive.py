@@ -51,7 +51,8 @@ def latency(argv):
                 if rep == 1:
                     try:
                         r = json.loads(p.stdout)
-                        hits = r.get("hits", r.get("results")) if isinstance(r, dict) else r
+                        # `search --format json`: {"items": [...], ...}
+                        hits = r.get("items") if isinstance(r, dict) else r
                         zero += not hits
                     except ValueError:
                         pass
@@ -74,20 +75,39 @@ def durable(argv):
     shares = [lines[i::w] for i in range(w)]
     lat = [[] for _ in range(w)]
     errs = [0] * w
+    first_err = [None] * w
+    rcs = [None] * w
 
     def writer(i):
         p = subprocess.Popen([kbdb, "--db", db, "--format", "json", "learn", "--jsonl"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        for l in shares[i]:
+        for j, l in enumerate(shares[i]):
             t = time.perf_counter()
-            p.stdin.write(l)
-            p.stdin.flush()
+            try:
+                p.stdin.write(l)
+                p.stdin.flush()
+            except BrokenPipeError:
+                # The writer process is gone: every line it did not take is an error.
+                errs[i] += len(shares[i]) - j
+                print("writer %d gone after %d lines: %s" % (i, j, first_err[i]), file=sys.stderr)
+                break
             r = p.stdout.readline()
             lat[i].append((time.perf_counter() - t) * 1000)
-            if not r or '"error"' in r:
+            # A result line is an AddSectionResult, or {"error": {code, message}} (a section
+            # titled "error" has "error" in its text, not as a key).
+            try:
+                bad = not r or "error" in json.loads(r)
+            except ValueError:
+                bad = True
+            if bad:
                 errs[i] += 1
-        p.stdin.close()
+                first_err[i] = first_err[i] or r.strip()[:300]
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
         p.wait()
+        rcs[i] = p.returncode
 
     t0 = time.perf_counter()
     ths = [threading.Thread(target=writer, args=(i,)) for i in range(w)]
@@ -99,7 +119,9 @@ def durable(argv):
     all_lat = [x for l in lat for x in l]
     return {"writers": w, "sections": len(lines), "seconds": round(dt, 3),
             "sections_per_s": round(len(lines) / dt, 1), "write_ms": pct(all_lat),
-            "errors": sum(errs)}
+            "errors": sum(errs), "writes_timed": len(all_lat),
+            "first_error": next((e for e in first_err if e), None),
+            "exit_codes": rcs}
 
 
 def rss(argv):

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use kbdb::daemon::client::{Client, daemon_info};
+use kbdb::daemon::client::{Client, create_database, daemon_info};
 use kbdb::daemon::methods::{self, CallError};
 use kbdb::daemon::operations::{Op, op};
 use kbdb::daemon::params::{ExportParams, ImportParams, LearnManyParams, RecallParams};
@@ -53,9 +53,10 @@ impl Backend {
         }
         let mut created = false;
         if !db.join(kbdb::store::DB_FILE).exists() {
-            // Missing: create it here (or report why not), then hand it to a daemon.
+            // Missing: create it here (or report why not), then hand it to a daemon. Under the
+            // daemon's start lock, so that a racing client does not start a daemon meanwhile.
             if create {
-                created = Kb::open_or_create(db)?.1;
+                created = create_database(db)?;
             } else {
                 Kb::open(db)?;
             }

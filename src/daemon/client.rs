@@ -612,8 +612,8 @@ fn daemon_run_args(args: &[&[u8]]) -> Option<Option<Vec<u8>>> {
     }
 }
 
-/// Start a daemon under the start lock (or find the one another client just started).
-fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Connection> {
+/// Take the start lock of a database (released when the file is dropped).
+fn lock_start(lock: &Path) -> Result<File> {
     let lock_file = File::options()
         .create(true)
         .truncate(false)
@@ -623,6 +623,34 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Con
     lock_file
         .lock()
         .map_err(|e| KbError::io(format!("cannot lock {}", lock.display()), e))?;
+    Ok(lock_file)
+}
+
+/// Create the database in `db_dir` (and the folder) for a client that goes through the
+/// daemon; whether this call created it. Done under the start lock: the creating process
+/// holds the database open for a moment, and a racing client starting the daemon meanwhile
+/// would start one that cannot open it (`in use by another process`). Under the lock, a
+/// database that exists by now was created by another client (whose daemon may already hold
+/// it): it is left alone.
+pub fn create_database(db_dir: &Path) -> Result<bool> {
+    if !db_dir.exists() {
+        // As `Kb::open_or_create` makes it: not writable by others whatever the umask.
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
+            .recursive(true)
+            .create(db_dir)
+            .map_err(|e| KbError::io(format!("cannot create {}", db_dir.display()), e))?;
+    }
+    let (_, lock) = endpoint(db_dir)?;
+    let _lock = lock_start(&lock)?;
+    if db_dir.join(crate::store::DB_FILE).exists() {
+        return Ok(false);
+    }
+    Ok(crate::Kb::open_or_create(db_dir)?.1)
+}
+
+/// Start a daemon under the start lock (or find the one another client just started).
+fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Connection> {
+    let _lock = lock_start(lock)?;
     // Another client may have started it while we waited for the lock.
     if let Some(c) = try_connect(sock)? {
         return Ok(c);
