@@ -634,11 +634,7 @@ fn lock_start(lock: &Path) -> Result<File> {
 /// it): it is left alone.
 pub fn create_database(db_dir: &Path) -> Result<bool> {
     if !db_dir.exists() {
-        // As `Kb::open_or_create` makes it: not writable by others whatever the umask.
-        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
-            .recursive(true)
-            .create(db_dir)
-            .map_err(|e| KbError::io(format!("cannot create {}", db_dir.display()), e))?;
+        crate::store::create_folder(db_dir)?;
     }
     let (_, lock) = endpoint(db_dir)?;
     let _lock = lock_start(&lock)?;

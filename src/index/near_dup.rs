@@ -263,6 +263,24 @@ mod tests {
     }
 
     #[test]
+    fn band_keys_sharing_a_fingerprint_share_a_band_only_as_candidates() {
+        let mut index = BandIndex::default();
+        // 1 and 1 << 32 | 0 fold to the same 32-bit fingerprint.
+        let a = [1u64; BANDS];
+        let b = [1u64 << 32; BANDS];
+        assert_eq!(fingerprint(a[0]), fingerprint(b[0]));
+        let point = index.scan_point();
+        index.add("a", &a);
+        // The packed bands list `a` for `b`'s key too: an extra candidate, which the exact
+        // similarity check then drops ...
+        assert_eq!(index.band(b[0]).collect::<Vec<_>>(), ["a"]);
+        // ... while a scan completed from the remembered keys compares them whole.
+        assert_eq!(index.sharing_since(point, &b, 1), Some(vec![]));
+        index.remove("a", &a);
+        assert_eq!(index.band(a[0]).count(), 0);
+    }
+
+    #[test]
     fn a_name_longer_than_a_kbid_is_kept_whole() {
         let mut index = BandIndex::default();
         let long = "a-name-longer-than-twenty-six-bytes";

@@ -47,16 +47,15 @@ impl SourceKeyIndex {
                 self.keys.insert(key.into(), Kbids::One(kbid.into()));
                 true
             }
-            Some(Kbids::One(k)) if &**k == kbid => false,
-            Some(slot @ Kbids::One(_)) => {
-                let Kbids::One(first) = std::mem::replace(slot, Kbids::Many(BTreeSet::new()))
-                else {
-                    unreachable!("matched One above")
-                };
-                *slot = Kbids::Many(BTreeSet::from([first, kbid.into()]));
-                true
-            }
-            Some(Kbids::Many(set)) => set.insert(kbid.into()),
+            Some(slot) => match slot {
+                Kbids::One(k) if &**k == kbid => false,
+                Kbids::One(k) => {
+                    let first = std::mem::take(k);
+                    *slot = Kbids::Many(BTreeSet::from([first, kbid.into()]));
+                    true
+                }
+                Kbids::Many(set) => set.insert(kbid.into()),
+            },
         };
         if added {
             self.entries += 1;
@@ -211,6 +210,7 @@ mod tests {
         index.add("#a", "k3");
         index.add("skill:x", "k4");
         index.add("#b", "k1");
+        index.add("#a", "k3");
         assert_eq!(index.len(), 4, "adding an entry twice counts it once");
         assert_eq!(index.kbids("#b").collect::<Vec<_>>(), ["k1", "k2"]);
         assert_eq!(

@@ -250,10 +250,7 @@ impl Kb {
         let exists = |d: &str| ix.docs.contains_key(d);
         let mut results: Vec<Validation> = Vec::new();
         for docid in docids.iter().take(MAX_VALIDATE) {
-            let doc = self.read_stored_doc(docid)?;
-            let inputs = doc.inputs();
-            let input = doc.input(docid, &inputs);
-            results.push(model::validate(&models, &input, &exists));
+            results.push(self.validate_stored(&models, docid, &exists)?);
         }
         let invalid = results.iter().filter(|r| !r.valid).count();
         if target.is_some_and(|t| ix.docs.contains_key(t))
@@ -268,6 +265,20 @@ impl Kb {
             "truncated": docids.len() > MAX_VALIDATE,
             "results": results,
         }))
+    }
+
+    /// The validation of the stored document `docid` against `models`, `exists` telling which
+    /// docids its relationships may name (the one way `validate` and the web page's report
+    /// validate a document).
+    fn validate_stored(
+        &self,
+        models: &ModelSet,
+        docid: &str,
+        exists: &dyn Fn(&str) -> bool,
+    ) -> Result<Validation> {
+        let doc = self.read_stored_doc(docid)?;
+        let inputs = doc.inputs();
+        Ok(model::validate(models, &doc.input(docid, &inputs), exists))
     }
 
     /// The web page's validation view: the counts over every document and the first `limit`
@@ -290,8 +301,13 @@ impl Kb {
                     v.set(&docid, None, Vec::new());
                     continue;
                 }
-                let doc = match self.read_stored_doc(&docid) {
-                    Ok(d) => d,
+                let asked = std::cell::RefCell::new(Vec::new());
+                let exists = |d: &str| {
+                    asked.borrow_mut().push(d.to_string());
+                    ix.docs.contains_key(d)
+                };
+                let result = match self.validate_stored(&models, &docid, &exists) {
+                    Ok(r) => r,
                     // Removed since the index caught up: the change log will say so.
                     Err(KbError::NotFound(_)) => {
                         v.set(&docid, None, Vec::new());
@@ -302,13 +318,6 @@ impl Kb {
                         return Err(e);
                     }
                 };
-                let asked = std::cell::RefCell::new(Vec::new());
-                let exists = |d: &str| {
-                    asked.borrow_mut().push(d.to_string());
-                    ix.docs.contains_key(d)
-                };
-                let inputs = doc.inputs();
-                let result = model::validate(&models, &doc.input(&docid, &inputs), &exists);
                 let mut asked = asked.into_inner();
                 asked.sort_unstable();
                 asked.dedup();

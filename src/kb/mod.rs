@@ -109,11 +109,7 @@ impl Kb {
                 if !create {
                     return Err(KbError::NotInitialized(dir.to_path_buf()));
                 }
-                // Not writable by others whatever the umask (`store::check_folder`).
-                std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
-                    .recursive(true)
-                    .create(dir)
-                    .map_err(|e| KbError::io(format!("cannot create {}", dir.display()), e))?;
+                store::create_folder(dir)?;
             }
             Err(e) => return Err(KbError::io(format!("cannot access {}", dir.display()), e)),
         }

@@ -61,6 +61,15 @@ pub fn open_error(what: &str, path: &Path, e: std::io::Error) -> KbError {
     KbError::io(format!("cannot {what} {}", path.display()), e)
 }
 
+/// Create a database folder (and its parents) that others cannot write whatever the umask, as
+/// `check_folder` expects.
+pub fn create_folder(dir: &Path) -> Result<()> {
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
+        .recursive(true)
+        .create(dir)
+        .map_err(|e| KbError::io(format!("cannot create {}", dir.display()), e))
+}
+
 /// Refuse a database folder that another user could write (group- or other-writable without
 /// the sticky bit, or owned by another user): they could replace its files or plant links in
 /// them. Says how to fix the mode.
