@@ -748,3 +748,51 @@ fn a_replace_that_supersedes_several_sections_lists_every_one() {
     assert!(e["superseded"].is_string(), "{e}");
     assert_eq!(db.status()["sections"], 1);
 }
+
+/// On a terminal, a long `--jsonl` ingest shows how many sections are done and how many a
+/// second; piped (every other test here), stderr stays quiet.
+#[test]
+fn jsonl_on_a_terminal_counts_sections_and_their_rate() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` to give the command a terminal");
+        return;
+    }
+    let db = TestDb::new();
+    let input = db.dir.join("in.jsonl");
+    let lines: String = (0..4000)
+        .map(|i| format!("{{\"content\":\"terminal ingest line {i} about tty{i}\"}}\n"))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("kbdb");
+    let command = format!(
+        "{} --db {} learn --jsonl --embedded < {} > /dev/null",
+        bin.display(),
+        db.dir.join("kb").display(),
+        input.display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains("sections ("), "no counter: {tty}");
+    assert!(tty.contains("/s"), "no rate: {tty}");
+    // The same ingest piped: nothing on stderr.
+    let out = db
+        .cmd()
+        .args(["learn", "--jsonl"])
+        .write_stdin("{\"content\":\"piped line\"}\n")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -120,6 +120,25 @@ impl Backend {
             .collect())
     }
 
+    /// Learn a stream of batches, each in one transaction, `done` getting each batch's results
+    /// in order: in this process the next batch is prepared while one is written
+    /// (`Kb::learn_stream`); through the daemon, batch after batch (it prepares on its own
+    /// threads).
+    pub fn learn_stream(
+        &self,
+        batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
+        mut done: impl FnMut(Result<Vec<Result<LearnResult, KbError>>, KbError>),
+    ) {
+        match self {
+            Backend::Embedded(kb) => kb.learn_stream(batches, done),
+            Backend::Daemon(_) => {
+                for reqs in batches {
+                    done(self.learn_many(reqs));
+                }
+            }
+        }
+    }
+
     pub fn recall(&self, req: &RecallRequest) -> Result<Recalled, KbError> {
         // The request was validated here; send it in the wire form.
         let (kbid, kbids) = if req.batch {

@@ -13,6 +13,7 @@ use kbdb::{KbError, LearnRequest, LearnResult};
 use super::backend::Backend;
 
 use super::args::{Format, LearnArgs};
+use super::maintenance::counter_bar;
 use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
 
 /// Most lines grouped into one transaction by `--jsonl`.
@@ -195,7 +196,9 @@ fn result_text(r: &LearnResult) -> String {
 }
 
 /// Read stdin lines on a thread; group whatever is already waiting (up to JSONL_BATCH) into one
-/// transaction, so a fast pipe gets large batches and a slow stream gets low latency.
+/// transaction, so a fast pipe gets large batches and a slow stream gets low latency. Batches
+/// are parsed on the thread that prepares them (`Backend::learn_stream`); results are printed
+/// here, in input order, as each batch becomes durable.
 fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
     let (tx, rx) = mpsc::sync_channel::<(usize, Result<String, KbError>)>(JSONL_BATCH * 4);
     std::thread::spawn(move || {
@@ -217,46 +220,29 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
             }
         }
     });
+    // Each batch's lines: its line number and either its index among the batch's requests or
+    // why it could not be parsed. Sent before the batch is handed on, so it is here when the
+    // batch's results are.
+    let (slots_tx, slots_rx) = mpsc::channel::<Vec<(usize, Result<usize, KbError>)>>();
+    let batches = std::iter::from_fn(move || {
+        let first = rx.recv().ok()?;
+        let (slots, reqs) = parse_batch(next_batch(first, &rx));
+        slots_tx.send(slots).ok()?;
+        Some(reqs)
+    });
+    let bar = counter_bar("learn", "sections");
     let mut failed = 0usize;
-    while let Ok(first) = rx.recv() {
-        let line_len =
-            |item: &(usize, Result<String, KbError>)| item.1.as_ref().map_or(0, |l| l.len());
-        let mut bytes = line_len(&first);
-        let mut batch = vec![first];
-        while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES {
-            match rx.try_recv() {
-                Ok(item) => {
-                    bytes += line_len(&item);
-                    batch.push(item);
-                }
-                Err(_) => break,
-            }
-        }
-        // Parse each line; parse failures are reported in place, in input order.
-        let mut slots: Vec<(usize, Result<usize, KbError>)> = Vec::with_capacity(batch.len());
-        let mut reqs = Vec::new();
-        for (line_no, line) in batch {
-            let parsed = match line {
-                Err(e) => Err(e),
-                Ok(l) if l.trim().is_empty() => continue,
-                Ok(l) => serde_json::from_str::<LearnRequest>(&l)
-                    .map_err(|e| KbError::invalid("line", format!("is not a learn object: {e}"))),
-            };
-            slots.push((
-                line_no,
-                parsed.map(|r| {
-                    reqs.push(r);
-                    reqs.len() - 1
-                }),
-            ));
-        }
+    kb.learn_stream(batches, |r| {
+        let Ok(slots) = slots_rx.recv() else {
+            return;
+        };
         // A failure of the whole batch (a storage error: one transaction, none of it stored;
         // or a daemon lost mid-call) is each of its lines' result, and the stream goes on.
-        let (mut results, batch_error): (Vec<Option<Result<LearnResult, KbError>>>, _) =
-            match kb.learn_many(reqs) {
-                Ok(r) => (r.into_iter().map(Some).collect(), None),
-                Err(e) => (Vec::new(), Some(e)),
-            };
+        let (mut results, batch_error): (Vec<Option<Result<LearnResult, KbError>>>, _) = match r {
+            Ok(r) => (r.into_iter().map(Some).collect(), None),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        bar.inc(slots.len() as u64);
         for (line_no, slot) in slots {
             let outcome = match (slot, &batch_error) {
                 (Ok(_), Some(e)) => Err(KbError::Remote {
@@ -264,16 +250,64 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
                     message: e.to_string(),
                     field: e.field().map(str::to_string),
                 }),
-                (Ok(i), None) => results[i].take().expect("each result is printed once"),
+                (Ok(i), None) => results
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .unwrap_or_else(|| Err(KbError::Storage("no result for this line".into()))),
                 (Err(e), _) => Err(e),
             };
             if outcome.is_err() {
                 failed += 1;
             }
-            print_line(format, line_no, outcome);
+            bar.suspend(|| print_line(format, line_no, outcome));
+        }
+    });
+    bar.finish_and_clear();
+    Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
+}
+
+type Line = (usize, Result<String, KbError>);
+
+/// `first` and the lines already waiting after it, up to JSONL_BATCH lines or
+/// JSONL_BATCH_BYTES bytes.
+fn next_batch(first: Line, rx: &mpsc::Receiver<Line>) -> Vec<Line> {
+    let line_len = |item: &Line| item.1.as_ref().map_or(0, |l| l.len());
+    let mut bytes = line_len(&first);
+    let mut batch = vec![first];
+    while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES {
+        match rx.try_recv() {
+            Ok(item) => {
+                bytes += line_len(&item);
+                batch.push(item);
+            }
+            Err(_) => break,
         }
     }
-    Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
+    batch
+}
+
+/// Parse each line of a batch: its slots (line number, and the index of its request or why it
+/// failed, so failures are reported in place, in input order) and its requests.
+#[allow(clippy::type_complexity)]
+fn parse_batch(batch: Vec<Line>) -> (Vec<(usize, Result<usize, KbError>)>, Vec<LearnRequest>) {
+    let mut slots = Vec::with_capacity(batch.len());
+    let mut reqs = Vec::with_capacity(batch.len());
+    for (line_no, line) in batch {
+        let parsed = match line {
+            Err(e) => Err(e),
+            Ok(l) if l.trim().is_empty() => continue,
+            Ok(l) => serde_json::from_str::<LearnRequest>(&l)
+                .map_err(|e| KbError::invalid("line", format!("is not a learn object: {e}"))),
+        };
+        slots.push((
+            line_no,
+            parsed.map(|r| {
+                reqs.push(r);
+                reqs.len() - 1
+            }),
+        ));
+    }
+    (slots, reqs)
 }
 
 /// One line of standard input without its line ending; None at the end. A line that is not

@@ -22,11 +22,31 @@ pub fn progress_bar(label: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} ({eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:>10} [{bar:40}] {human_pos}/{human_len} ({per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_message(label.to_string());
+    bar
+}
+
+/// A counter on stderr when it is a terminal, for work of unknown length (a `--jsonl` stream):
+/// how many `unit` so far, and how many a second.
+pub fn counter_bar(label: &str, unit: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{msg:>10}} {{spinner}} {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(label.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
 }
 

@@ -468,6 +468,8 @@ fn name_hash(name: &str) -> u64 {
 /// Additions `BandIndex` remembers for completing scans made before them (fewer in unit tests,
 /// so that running past them is cheap to test).
 const RECENT: usize = if cfg!(test) { 64 } else { 4096 };
+/// Most additions since a scan point that `sharing_since` compares one by one.
+const SINCE_LINEAR: usize = if cfg!(test) { 64 } else { 32 };
 
 impl Default for BandIndex {
     fn default() -> Self {
@@ -711,7 +713,9 @@ impl BandIndex {
             return None;
         }
         let since = (self.adds - point.adds) as usize;
-        if since > self.recent.len() {
+        // Each addition since costs BANDS² comparisons; past SINCE_LINEAR of them, a scan of
+        // the index from scratch (BANDS lookups of at most PER_BAND entries) costs less.
+        if since > self.recent.len() || since > SINCE_LINEAR {
             return None;
         }
         let mut out: Vec<(&str, u32)> = Vec::new();

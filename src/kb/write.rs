@@ -36,6 +36,61 @@ impl Kb {
             .collect())
     }
 
+    /// Learn a stream of batches, each in one durable transaction like `learn_many`, for a bulk
+    /// load in this process: while one batch is applied and committed, the next is prepared
+    /// (hashes, shingles, near-duplicate candidates) on the other cores, and the lexical index
+    /// takes the committed changes on a thread of its own, so the writer only applies.
+    /// `done` gets each batch's results in order, once that batch is durable (a storage failure
+    /// fails that batch only, as `learn_many`). The index has caught up when this returns;
+    /// a search meanwhile catches up by itself (see `write_group_unindexed`).
+    pub fn learn_stream(
+        &self,
+        batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
+        mut done: impl FnMut(Result<Vec<Result<LearnResult>>>),
+    ) {
+        let learned = |out: Vec<Result<WriteOutcome>>| {
+            out.into_iter()
+                .map(|r| r.and_then(writes::outcome))
+                .collect()
+        };
+        std::thread::scope(|s| {
+            // One batch prepared ahead: enough to keep the writer busy, and a bound on memory.
+            let (prepared_tx, prepared_rx) = std::sync::mpsc::sync_channel(1);
+            s.spawn(move || {
+                for reqs in batches {
+                    // No near-duplicate scan here: the batch being written meanwhile is not
+                    // in the index yet, so the writer would scan again.
+                    let prepared = self.check_batch(reqs.len()).map(|()| {
+                        self.prepare_writes(reqs.into_iter().map(WriteOp::Learn).collect(), false)
+                    });
+                    if prepared_tx.send(prepared).is_err() {
+                        break;
+                    }
+                }
+            });
+            let (commit_tx, commit_rx) = std::sync::mpsc::channel::<()>();
+            let indexer = s.spawn(move || {
+                while commit_rx.recv().is_ok() {
+                    // Commits that came meanwhile are taken by the same catch-up.
+                    while commit_rx.try_recv().is_ok() {}
+                    self.index_committed_changes();
+                }
+            });
+            for prepared in prepared_rx {
+                let mut r = prepared.and_then(|p| self.write_prepared_unindexed(p));
+                if let Ok(out) = r.as_mut() {
+                    let _ = commit_tx.send(());
+                    self.embed_after_write(out);
+                }
+                done(r.map(learned));
+            }
+            drop(commit_tx);
+            if indexer.join().is_err() {
+                tracing::warn!("lexical index update deferred: its thread stopped");
+            }
+        });
+    }
+
     /// Apply many writes in one durable transaction (group commit), in order. Each gets its
     /// own result: invalid ones fail alone and change nothing; a storage failure fails the
     /// whole group (nothing of it is written).
@@ -53,22 +108,26 @@ impl Kb {
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         self.check_batch(ops.len())?;
-        let prepared = self.prepare_writes(ops);
+        let prepared = self.prepare_writes(ops, true);
         self.write_prepared_unindexed(prepared)
     }
 
     /// `prepare_write` for each write of a group, on every core: preparing (hashing, shingling,
     /// reference markers, near-duplicate candidates) costs more per section than applying it,
     /// and a bulk load's group would otherwise prepare on one core while the others wait.
-    /// Results keep the writes' order.
-    fn prepare_writes(&self, ops: Vec<WriteOp>) -> Vec<Result<PreparedWrite>> {
+    /// Results keep the writes' order. `scan`: look for near duplicates among what is committed
+    /// (see `prepare_write`).
+    fn prepare_writes(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
         /// Fewer writes than this per thread are prepared where they are (a thread costs more).
         const MIN_PER_THREAD: usize = 64;
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
             .min(ops.len() / MIN_PER_THREAD);
         if threads <= 1 {
-            return ops.into_iter().map(|op| self.prepare_write(op)).collect();
+            return ops
+                .into_iter()
+                .map(|op| self.prepare_write_scanning(op, scan))
+                .collect();
         }
         let per = ops.len().div_ceil(threads);
         let mut chunks: Vec<Vec<WriteOp>> = Vec::with_capacity(threads);
@@ -88,7 +147,7 @@ impl Kb {
                     let h = s.spawn(move || {
                         chunk
                             .into_iter()
-                            .map(|op| self.prepare_write(op))
+                            .map(|op| self.prepare_write_scanning(op, scan))
                             .collect::<Vec<_>>()
                     });
                     (len, h)
@@ -130,8 +189,15 @@ impl Kb {
     /// markers), outside any transaction: the daemon does this on each client's thread, so the
     /// single writer only applies.
     pub fn prepare_write(&self, op: WriteOp) -> Result<PreparedWrite> {
+        self.prepare_write_scanning(op, true)
+    }
+
+    /// `prepare_write`, with the near-duplicate scan left to the writer unless `scan`.
+    fn prepare_write_scanning(&self, op: WriteOp, scan: bool) -> Result<PreparedWrite> {
         let mut op = writes::prepare(op, &self.config.limits)?;
-        if let writes::PreparedOp::Learn(p) = &mut op {
+        if let writes::PreparedOp::Learn(p) = &mut op
+            && scan
+        {
             self.scan_near_duplicates(p);
         }
         writes::pre_read(&mut op, || self.db());

@@ -40,6 +40,9 @@ pub struct WriteTables<'t> {
     pub refs_out: Logged<'t, (&'static str, u32), &'static [u8]>,
     pub refs_in: LoggedMultimap<'t, &'static str, &'static str>,
     next_seq: u64,
+    /// The last change logged in this transaction for each section (`true`) or document
+    /// (`false`), so that a batch logs one entry where the final state is all a reader needs.
+    logged: std::collections::HashMap<(bool, String), ChangeKind>,
     now: String,
     /// Document manifests changed in this transaction, written once by `flush` (a batch that
     /// appends many sections to one document must not rewrite its manifest per section).
@@ -114,6 +117,7 @@ impl<'t> WriteTables<'t> {
             refs_out: Logged::new(txn.open_table(REFS_OUT)?, logging),
             refs_in: LoggedMultimap::new(txn.open_multimap_table(REFS_IN)?, logging),
             next_seq,
+            logged: std::collections::HashMap::new(),
             now,
             dirty_documents: std::collections::HashMap::new(),
             maybe_detached: Default::default(),
@@ -338,8 +342,24 @@ impl<'t> WriteTables<'t> {
         }
     }
 
-    /// Append a change to the log; returns its sequence number.
-    pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<u64> {
+    /// Append a change to the log, unless this transaction already logged one that says as
+    /// much: every reader of the log (the lexical index, the document index, validations,
+    /// embeddings, subscribers) reads the committed state an entry names, so a section added
+    /// and then attached to a document, or a document appended to a thousand times in one
+    /// batch, needs one entry, not one per step. A removal is always logged.
+    pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<()> {
+        use ChangeKind::*;
+        let section = matches!(kind, SectionAdded | SectionChanged | SectionRemoved);
+        let key = (section, id.to_string());
+        let said = matches!(
+            (self.logged.get(&key), kind),
+            (Some(SectionAdded | SectionChanged), SectionChanged)
+                | (Some(DocumentChanged), DocumentChanged)
+        );
+        if said {
+            return Ok(());
+        }
+        self.logged.insert(key, kind);
         let seq = self.next_seq;
         let rec = ChangeRecord {
             kind,
@@ -348,7 +368,7 @@ impl<'t> WriteTables<'t> {
         };
         self.changes.insert(seq, records::encode(&rec).as_slice())?;
         self.next_seq += 1;
-        Ok(seq)
+        Ok(())
     }
 }
 

@@ -493,3 +493,89 @@ fn a_section_is_attached_to_a_document_once_whichever_membership_list_is_shorter
     let count = |d: &str| docs.iter().find(|x| x.docid == d).unwrap().sections;
     assert_eq!((count("a"), count("big"), count("d")), (1, 4, 1));
 }
+
+#[test]
+fn a_batch_logs_one_change_per_section_and_document_it_touches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let before = kb.changes_since(0).unwrap().len() as u64;
+    let in_doc = |text: &str| LearnRequest {
+        docid: Some("guide".into()),
+        ..LearnRequest::text(text)
+    };
+    let out = kb
+        .learn_many(vec![
+            in_doc("first part about pages"),
+            in_doc("second part about checksums"),
+            in_doc("third part about the journal"),
+        ])
+        .unwrap();
+    assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+    let kinds: Vec<String> = kb
+        .changes_since(before)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.kind)
+        .collect();
+    // Added and then attached: one entry per section; appended three times: one for the
+    // document.
+    assert_eq!(
+        kinds,
+        [
+            "section_added",
+            "document_changed",
+            "section_added",
+            "section_added"
+        ],
+        "{kinds:?}"
+    );
+    // A later transaction that changes the document again logs it again, and a removal is
+    // always logged.
+    let seq = kb.changes_since(0).unwrap().last().unwrap().seq;
+    kb.learn(in_doc("fourth part about recovery")).unwrap();
+    let kbid = out[0].as_ref().unwrap().kbid.clone();
+    kb.unlearn(&kbid).unwrap();
+    let kinds: Vec<String> = kb
+        .changes_since(seq)
+        .unwrap()
+        .into_iter()
+        .map(|c| c.kind)
+        .collect();
+    assert!(kinds.contains(&"document_changed".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"section_removed".to_string()), "{kinds:?}");
+}
+
+#[test]
+fn a_stream_of_batches_learns_like_learn_many_and_is_searchable_when_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let batch = |b: usize| -> Vec<LearnRequest> {
+        (0..100)
+            .map(|i| {
+                LearnRequest::text(format!(
+                    "stream batch{b} entry{i} about the pipelined writer zq{b}x{i}"
+                ))
+            })
+            .chain([LearnRequest::text("")]) // invalid: fails alone
+            .collect()
+    };
+    let mut results = Vec::new();
+    kb.learn_stream((0..5).map(batch), |r| results.push(r.unwrap()));
+    assert_eq!(results.len(), 5, "one result list per batch, in order");
+    for r in &results {
+        assert_eq!(r.len(), 101);
+        assert!(r[..100].iter().all(|x| x.is_ok()), "{r:?}");
+        assert!(r[100].is_err());
+    }
+    assert_eq!(kb.status().unwrap().sections, 500);
+    // The index caught up before learn_stream returned.
+    assert_eq!(kb.search(&SearchRequest::new("zq3x42")).unwrap().total, 1);
+    // Learned again as a stream: nothing new, each reported as already known.
+    let mut again = Vec::new();
+    kb.learn_stream((0..1).map(batch), |r| again.push(r.unwrap()));
+    assert_eq!(kb.status().unwrap().sections, 500);
+    assert_eq!(
+        again[0][0].as_ref().unwrap().kbid,
+        results[0][0].as_ref().unwrap().kbid
+    );
+}
