@@ -356,6 +356,14 @@ mod tests {
             index.sharing_since(point, &keys(3), 2).unwrap(),
             [("reuse", 16)]
         );
+        // More additions since than are worth comparing one by one: a scan from scratch.
+        let point = index.scan_point();
+        for i in 0..SINCE_LINEAR as u64 {
+            index.add(&format!("t{i}"), &keys(1000 + i));
+        }
+        assert!(index.sharing_since(point, &keys(1), 2).is_some());
+        index.add("one-more", &keys(2000));
+        assert_eq!(index.sharing_since(point, &keys(1), 2), None);
         // Another index (loaded again) or more additions than remembered: cannot complete.
         assert_eq!(BandIndex::default().sharing_since(point, &keys(1), 2), None);
         for i in 0..RECENT as u64 {
@@ -469,7 +477,7 @@ fn name_hash(name: &str) -> u64 {
 /// so that running past them is cheap to test).
 const RECENT: usize = if cfg!(test) { 64 } else { 4096 };
 /// Most additions since a scan point that `sharing_since` compares one by one.
-const SINCE_LINEAR: usize = if cfg!(test) { 64 } else { 32 };
+const SINCE_LINEAR: usize = if cfg!(test) { 16 } else { 32 };
 
 impl Default for BandIndex {
     fn default() -> Self {

@@ -29,11 +29,7 @@ impl Kb {
     /// invalid requests fail alone and change nothing; a storage failure fails the whole batch.
     pub fn learn_many(&self, reqs: Vec<LearnRequest>) -> Result<Vec<Result<LearnResult>>> {
         let ops = reqs.into_iter().map(WriteOp::Learn).collect();
-        Ok(self
-            .write_group(ops)?
-            .into_iter()
-            .map(|r| r.and_then(writes::outcome))
-            .collect())
+        Ok(learned(self.write_group(ops)?))
     }
 
     /// Learn a stream of batches, each in one durable transaction like `learn_many`, for a bulk
@@ -48,11 +44,6 @@ impl Kb {
         batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
         mut done: impl FnMut(Result<Vec<Result<LearnResult>>>),
     ) {
-        let learned = |out: Vec<Result<WriteOutcome>>| {
-            out.into_iter()
-                .map(|r| r.and_then(writes::outcome))
-                .collect()
-        };
         std::thread::scope(|s| {
             // One batch prepared ahead: enough to keep the writer busy, and a bound on memory.
             let (prepared_tx, prepared_rx) = std::sync::mpsc::sync_channel(1);
@@ -517,4 +508,11 @@ impl Kb {
         j.journal.truncate();
         Ok(())
     }
+}
+
+/// A group of learns' outcomes as their results.
+fn learned(out: Vec<Result<WriteOutcome>>) -> Vec<Result<LearnResult>> {
+    out.into_iter()
+        .map(|r| r.and_then(writes::outcome))
+        .collect()
 }

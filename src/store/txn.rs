@@ -40,9 +40,10 @@ pub struct WriteTables<'t> {
     pub refs_out: Logged<'t, (&'static str, u32), &'static [u8]>,
     pub refs_in: LoggedMultimap<'t, &'static str, &'static str>,
     next_seq: u64,
-    /// The last change logged in this transaction for each section (`true`) or document
-    /// (`false`), so that a batch logs one entry where the final state is all a reader needs.
-    logged: std::collections::HashMap<(bool, String), ChangeKind>,
+    /// The last change logged in this transaction for each section and each document, so that
+    /// a batch logs one entry where the final state is all a reader needs.
+    logged_sections: std::collections::HashMap<String, ChangeKind>,
+    logged_documents: std::collections::HashMap<String, ChangeKind>,
     now: String,
     /// Document manifests changed in this transaction, written once by `flush` (a batch that
     /// appends many sections to one document must not rewrite its manifest per section).
@@ -117,7 +118,8 @@ impl<'t> WriteTables<'t> {
             refs_out: Logged::new(txn.open_table(REFS_OUT)?, logging),
             refs_in: LoggedMultimap::new(txn.open_multimap_table(REFS_IN)?, logging),
             next_seq,
-            logged: std::collections::HashMap::new(),
+            logged_sections: Default::default(),
+            logged_documents: Default::default(),
             now,
             dirty_documents: std::collections::HashMap::new(),
             maybe_detached: Default::default(),
@@ -349,17 +351,20 @@ impl<'t> WriteTables<'t> {
     /// batch, needs one entry, not one per step. A removal is always logged.
     pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<()> {
         use ChangeKind::*;
-        let section = matches!(kind, SectionAdded | SectionChanged | SectionRemoved);
-        let key = (section, id.to_string());
+        let logged = if matches!(kind, SectionAdded | SectionChanged | SectionRemoved) {
+            &mut self.logged_sections
+        } else {
+            &mut self.logged_documents
+        };
         let said = matches!(
-            (self.logged.get(&key), kind),
+            (logged.get(id), kind),
             (Some(SectionAdded | SectionChanged), SectionChanged)
                 | (Some(DocumentChanged), DocumentChanged)
         );
         if said {
             return Ok(());
         }
-        self.logged.insert(key, kind);
+        logged.insert(id.to_string(), kind);
         let seq = self.next_seq;
         let rec = ChangeRecord {
             kind,

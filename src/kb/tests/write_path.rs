@@ -511,12 +511,14 @@ fn a_batch_logs_one_change_per_section_and_document_it_touches() {
         ])
         .unwrap();
     assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
-    let kinds: Vec<String> = kb
-        .changes_since(before)
-        .unwrap()
-        .into_iter()
-        .map(|c| c.kind)
-        .collect();
+    let kinds_since = |seq: u64| -> Vec<String> {
+        kb.changes_since(seq)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.kind)
+            .collect()
+    };
+    let kinds = kinds_since(before);
     // Added and then attached: one entry per section; appended three times: one for the
     // document.
     assert_eq!(
@@ -535,12 +537,7 @@ fn a_batch_logs_one_change_per_section_and_document_it_touches() {
     kb.learn(in_doc("fourth part about recovery")).unwrap();
     let kbid = out[0].as_ref().unwrap().kbid.clone();
     kb.unlearn(&kbid).unwrap();
-    let kinds: Vec<String> = kb
-        .changes_since(seq)
-        .unwrap()
-        .into_iter()
-        .map(|c| c.kind)
-        .collect();
+    let kinds = kinds_since(seq);
     assert!(kinds.contains(&"document_changed".to_string()), "{kinds:?}");
     assert!(kinds.contains(&"section_removed".to_string()), "{kinds:?}");
 }
@@ -570,12 +567,26 @@ fn a_stream_of_batches_learns_like_learn_many_and_is_searchable_when_it_returns(
     assert_eq!(kb.status().unwrap().sections, 500);
     // The index caught up before learn_stream returned.
     assert_eq!(kb.search(&SearchRequest::new("zq3x42")).unwrap().total, 1);
-    // Learned again as a stream: nothing new, each reported as already known.
-    let mut again = Vec::new();
-    kb.learn_stream((0..1).map(batch), |r| again.push(r.unwrap()));
-    assert_eq!(kb.status().unwrap().sections, 500);
-    assert_eq!(
-        again[0][0].as_ref().unwrap().kbid,
-        results[0][0].as_ref().unwrap().kbid
+    // A batch over the limit fails as a whole, the batches around it are learned; a near copy
+    // of a section of an earlier batch is found although its batch was prepared before that
+    // one was written (the writer scans).
+    let near = |b: usize| -> Vec<LearnRequest> {
+        vec![LearnRequest::text(format!(
+            "stream batch{b} entry7 about the pipelined writer zq{b}x7 again"
+        ))]
+    };
+    let too_many = vec![LearnRequest::text("x"); kb.config.limits.max_batch + 1];
+    let mut more = Vec::new();
+    kb.learn_stream([near(0), too_many, near(1)].into_iter(), |r| more.push(r));
+    assert_eq!(more.len(), 3);
+    assert!(
+        matches!(&more[1], Err(e) if e.field() == Some("batch")),
+        "{:?}",
+        more[1].as_ref().err()
     );
+    for r in [&more[0], &more[2]] {
+        let l = r.as_ref().unwrap()[0].as_ref().unwrap();
+        assert!(!l.near_duplicates.is_empty(), "{l:?}");
+    }
+    assert_eq!(kb.status().unwrap().sections, 502);
 }
