@@ -5,7 +5,7 @@
 //! (or rebuilds from the store when the index is missing, unreadable or ahead of the store). So
 //! a crash between a store commit and an index commit never loses an acknowledged write.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -46,6 +46,17 @@ const WRITER_THREADS: usize = 1;
 /// changes holds in memory at once): a rebuild sends one add per section, a catch-up a delete
 /// and, unless the section was removed, an add — at most `2 * BATCH` operations.
 const BATCH: usize = 256;
+/// A catch-up reads at most this many change rows at a time, and commits between two such
+/// steps once the operations handed to the writer since the last commit hold
+/// `MAX_UNCOMMITTED_BYTES`. The writer queues the documents it is given (up to 10,000
+/// messages) until its one indexing thread takes them, and keeps every delete (with a 1 KiB
+/// scoring cache) until the next commit: during a bulk load, whose store writer runs ahead of
+/// the index, these held ~250 MB at 300k sections. A commit waits for the queue to drain. It
+/// commits only between steps, where `applied_seq` names exactly what the writer holds.
+const CHANGES_PER_STEP: usize = 4096;
+const MAX_UNCOMMITTED_BYTES: usize = 8 * 1024 * 1024;
+/// What tantivy keeps per delete until the next commit (its term query's BM25 weight).
+const DELETE_BYTES: usize = 1024;
 
 #[derive(Clone, Copy)]
 pub struct Fields {
@@ -106,6 +117,9 @@ pub struct LexicalIndex {
     applied_seq: u64,
     /// Changes applied but not yet committed.
     dirty: bool,
+    /// What the operations handed to the writer since the last commit hold in memory until
+    /// then, roughly: their section text, and 1 KiB per delete (see `MAX_UNCOMMITTED_BYTES`).
+    uncommitted_bytes: usize,
     /// The writer lost its directory lock in a failed rollback: make a new one.
     writer_lost: bool,
 }
@@ -229,6 +243,7 @@ impl LexicalIndex {
             fields,
             applied_seq: 0,
             dirty: false,
+            uncommitted_bytes: 0,
             writer_lost: false,
         })
     }
@@ -329,11 +344,35 @@ impl LexicalIndex {
     }
 
     fn apply_changes(&mut self, db: &Database) -> Result<()> {
+        loop {
+            let done = self.apply_some_changes(db)?;
+            if self.uncommitted_bytes >= MAX_UNCOMMITTED_BYTES {
+                self.commit()?;
+            }
+            if done {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Apply up to `CHANGES_PER_STEP` changes after the last applied one; true when none is
+    /// left.
+    fn apply_some_changes(&mut self, db: &Database) -> Result<bool> {
         let txn = db.begin_read()?;
         let changes = txn.open_table(CHANGES)?;
-        let mut touched = BTreeSet::new();
+        // Each touched section, and whether the index may hold it: not when its first change
+        // since the last applied one is its addition (the index holds exactly the changes up
+        // to `applied_seq`, and a section is added only when the store had no record of it).
+        // A bulk load then sends no deletes, each of which tantivy keeps (with a 1 KiB scoring
+        // cache) until the next commit and looks up in every segment.
+        let mut touched = BTreeMap::new();
         let mut last = self.applied_seq;
+        let mut rows = 0;
         for row in changes.range(self.applied_seq + 1..)? {
+            if rows == CHANGES_PER_STEP {
+                break;
+            }
+            rows += 1;
             let (k, v) = row?;
             let seq = k.value();
             let c: ChangeRecord = decode("changes", &seq.to_string(), v.value())?;
@@ -341,28 +380,34 @@ impl LexicalIndex {
                 c.kind,
                 ChangeKind::SectionAdded | ChangeKind::SectionChanged | ChangeKind::SectionRemoved
             ) {
-                touched.insert(c.id);
+                touched
+                    .entry(c.id)
+                    .or_insert(c.kind != ChangeKind::SectionAdded);
             }
             last = seq;
         }
         if last == self.applied_seq {
-            return Ok(());
+            return Ok(true);
         }
         let sections = txn.open_table(SECTIONS)?;
         let content = txn.open_table(CONTENT)?;
         let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
         let mut ops = Vec::with_capacity(touched.len().min(BATCH) * 2);
         let mut sections_in_ops = 0;
-        for kbid in &touched {
-            ops.push(UserOperation::Delete(Term::from_field_text(
-                self.fields.kbid,
-                kbid,
-            )));
+        for (kbid, &maybe_indexed) in &touched {
+            if maybe_indexed {
+                self.uncommitted_bytes += DELETE_BYTES;
+                ops.push(UserOperation::Delete(Term::from_field_text(
+                    self.fields.kbid,
+                    kbid,
+                )));
+            }
             if let Some(v) = sections.get(kbid.as_str())? {
                 let rec: SectionRecord = decode("sections", kbid, v.value())?;
                 let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
                     .unwrap_or_default();
                 let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
+                self.uncommitted_bytes += bytes.len();
                 ops.push(UserOperation::Add(
                     self.document(kbid, &rec, &bytes, &docids),
                 ));
@@ -376,7 +421,7 @@ impl LexicalIndex {
         self.send(ops)?;
         self.applied_seq = last;
         self.dirty = true;
-        Ok(())
+        Ok(rows < CHANGES_PER_STEP)
     }
 
     /// The index document of a section.
@@ -453,6 +498,7 @@ impl LexicalIndex {
         }
         self.reader.reload().map_err(|e| tantivy_err("reload", e))?;
         self.dirty = false;
+        self.uncommitted_bytes = 0;
         Ok(())
     }
 
@@ -502,6 +548,7 @@ impl LexicalIndex {
             .and_then(|s| s.parse::<u64>().ok())
             .unwrap_or(0);
         self.dirty = true;
+        self.uncommitted_bytes = 0;
     }
 
     pub fn searcher(&self) -> Searcher {
@@ -628,6 +675,7 @@ pub fn split_body_and_code(section_type: &str, text: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn the_heading_line_is_not_body_text() {
@@ -681,6 +729,61 @@ mod tests {
         assert_eq!(distinct.len(), kbids.len());
         let check = kb.check().unwrap();
         assert!(check.ok, "{:?}", check.errors);
+    }
+
+    /// A catch-up sends no delete for a section whose first change since the last one applied
+    /// is its addition; a section removed and learned again, or changed, is still replaced,
+    /// never indexed twice, whether the index saw it before or not.
+    #[test]
+    fn a_catch_up_indexes_each_touched_section_once() {
+        use crate::writes::{WriteOp, WriteOutcome};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let write = |op: WriteOp| match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
+            Ok(WriteOutcome::Learned(l)) => l.kbid,
+            Ok(_) => String::new(),
+            Err(e) => panic!("{e}"),
+        };
+        let learn = |text: &str, docid: &str| {
+            write(WriteOp::Learn(crate::LearnRequest {
+                docid: Some(docid.to_string()),
+                ..crate::LearnRequest::text(text)
+            }))
+        };
+        let unlearn = |kbid: &str| {
+            write(WriteOp::Unlearn {
+                kbid: kbid.to_string(),
+            })
+        };
+        let indexed = |kb: &crate::Kb| {
+            kb.index_pending();
+            let mut lexical = kb.lexical().unwrap();
+            lexical.commit().unwrap();
+            let mut keys = lexical.indexed_keys().unwrap();
+            keys.sort_unstable();
+            keys
+        };
+        // Seen by the index, then removed and learned again in one catch-up.
+        let a = learn("alpha facts about the catch-up", "d/a");
+        assert_eq!(indexed(&kb), vec![kbid_key(&a)]);
+        unlearn(&a);
+        assert_eq!(learn("alpha facts about the catch-up", "d/a"), a);
+        assert_eq!(indexed(&kb), vec![kbid_key(&a)]);
+        // Added, removed and added again within one catch-up, never seen by the index.
+        let b = learn("beta facts about the catch-up", "d/b");
+        unlearn(&b);
+        learn("beta facts about the catch-up", "d/b");
+        // Added, then changed (attached to a second document) within one catch-up.
+        let c = learn("gamma facts about the catch-up", "d/c");
+        learn("gamma facts about the catch-up", "d/c2");
+        // Seen by the index, then changed.
+        learn("alpha facts about the catch-up", "d/a2");
+        let mut want = vec![kbid_key(&a), kbid_key(&b), kbid_key(&c)];
+        want.sort_unstable();
+        assert_eq!(indexed(&kb), want);
+        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
+        assert_eq!(hits.items.len(), 1);
+        assert!(kb.check().unwrap().ok);
     }
 
     /// A process killed inside an index commit can leave a deletes file written but its
