@@ -18,6 +18,9 @@ pub(crate) struct Prepared {
     pub(crate) kbid: String,
     section_type: String,
     bytes: Vec<u8>,
+    /// `bytes` compressed, when that is shorter (src/store/content_codec.rs): compressed here,
+    /// outside the write transaction, like the rest.
+    compressed: Option<Vec<u8>>,
     title: Option<String>,
     description: Option<String>,
     docid: Option<String>,
@@ -136,6 +139,10 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
     let digest = kbid::sha256(&bytes);
     let bands = shingles_and_bands(&section_type, &bytes);
     let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
+    let compressed = match crate::store::content_codec::encode(&bytes) {
+        std::borrow::Cow::Owned(z) => Some(z),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
     Ok(Prepared {
         kbid: kbid::encode_kbid(&digest),
         checksum: kbid::hex(&digest),
@@ -144,6 +151,7 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
         near: None,
         section_type,
         bytes,
+        compressed,
         title,
         description,
         docid: req.docid,
@@ -305,7 +313,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_add(&p.kbid, keys);
             }
-            let content_seq = t.put_content(&p.bytes)?;
+            let content_seq = t.put_stored_content(p.compressed.as_deref().unwrap_or(&p.bytes))?;
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
                 title: p.title.clone(),

@@ -96,13 +96,22 @@ def main():
     row("daemon RSS / peak after the query set MB",
         lambda c: "%s / %s" % (f(kv(c, "daemon", "after_queries", "VmRSS"), 0), f(kv(c, "daemon", "after_queries", "VmHWM"), 0)))
     # disk
-    row("**on disk** kbdb MB", lambda c: f((kv(c, "learn", "db_bytes") or 0) / 1e6, 1))
+    # kbdb on disk: the blocks its files take (`du`); runs before the field existed have only
+    # the file sizes (`du -b`), which count the unwritten pages (holes) of redb's file
+    def kbdb_disk(c):
+        return kv(c, "learn", "db_alloc_bytes") or kv(c, "learn", "db_bytes")
+
+    def parts(key):
+        return lambda c: ", ".join("%s %.0f" % (k, v / 1e6) for k, v in sorted((kv(c, "learn", key) or {}).items(),
+                                                                              key=lambda kv_: -kv_[1]) if v >= 1e6) or "–"
+    row("**on disk** kbdb MB (blocks in use)", lambda c: f((kbdb_disk(c) or 0) / 1e6, 1))
+    row("kbdb file sizes MB (redb's file includes unwritten pages)",
+        lambda c: f((kv(c, "learn", "db_bytes") or 0) / 1e6, 1))
     row("on disk FTS5 MB", lambda c: f((kv(c, "fts5", "ingest_bulk", "db_bytes") or 0) / 1e6, 1))
     row("on disk kbdb / FTS5 (target ≤ 1.2×)",
-        lambda c: ratio(kv(c, "learn", "db_bytes"), kv(c, "fts5", "ingest_bulk", "db_bytes")))
-    row("kbdb on disk per part MB",
-        lambda c: ", ".join("%s %.0f" % (k, v / 1e6) for k, v in sorted((kv(c, "learn", "db_parts") or {}).items(),
-                                                                       key=lambda kv_: -kv_[1]) if v >= 1e6) or "–")
+        lambda c: ratio(kbdb_disk(c), kv(c, "fts5", "ingest_bulk", "db_bytes")))
+    row("kbdb on disk per part MB (blocks)", parts("db_parts_alloc"))
+    row("kbdb file size per part MB", parts("db_parts"))
     # open / latency
     row("open: `kbdb --embedded status` s / peak RSS MB",
         lambda c: "%s / %s" % (f(kv(c, "open-proc", "wall_s"), 2), f(kv(c, "open-proc", "max_rss_mb"), 0)))

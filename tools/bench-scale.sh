@@ -145,14 +145,18 @@ for l in open(out, encoding="utf-8"):
         errors += 1
         first_err = first_err or l.strip()[:300]
 du = int(subprocess.run(["du", "-sb", db], capture_output=True, text=True).stdout.split()[0])
-files = {}
+# the blocks the files take: redb grows its file by regions and leaves pages it has not used yet
+# unwritten (holes), so its file size overstates what it holds on disk
+alloc = int(subprocess.run(["du", "-s", "--block-size=1", db], capture_output=True, text=True).stdout.split()[0])
+files, parts_alloc = {}, {}
 for dp, _, fns in os.walk(db):
     for fn in fns:
         p = os.path.join(dp, fn)
         rel = os.path.relpath(p, db).split(os.sep)[0]
         files[rel] = files.get(rel, 0) + os.path.getsize(p)
+        parts_alloc[rel] = parts_alloc.get(rel, 0) + os.stat(p).st_blocks * 512
 print(json.dumps({"lines_in": secs, "result_lines": lines, "errors": errors, "first_error": first_err,
-                  "db_bytes": du, "db_parts": files}))
+                  "db_bytes": du, "db_alloc_bytes": alloc, "db_parts": files, "db_parts_alloc": parts_alloc}))
 PY
   cat "$P/learn.json" >&2
 

@@ -1,6 +1,7 @@
 //! The store: redb is the source of truth. This module opens the database, runs migrations and
 //! gives typed access to the tables inside one transaction.
 
+pub mod content_codec;
 #[doc(hidden)]
 pub(crate) mod durability;
 pub mod faults;

@@ -227,13 +227,19 @@ impl<'t> WriteTables<'t> {
     }
 
     /// Store content under the next content sequence, which it returns (for the record's
-    /// `content_seq`).
+    /// `content_seq`; the record's `size` must be `bytes.len()`, which tells how the row reads:
+    /// src/store/content_codec.rs).
     pub fn put_content(&mut self, bytes: &[u8]) -> Result<u64> {
+        self.put_stored_content(&super::content_codec::encode(bytes))
+    }
+
+    /// `put_content` of a row `content_codec::encode` made.
+    pub fn put_stored_content(&mut self, row: &[u8]) -> Result<u64> {
         let seq = match self.next_content_seq {
             Some(seq) => seq,
             None => self.content.last()?.map_or(1, |(k, _)| k.value() + 1),
         };
-        self.content.insert(seq, bytes)?;
+        self.content.insert(seq, row)?;
         self.next_content_seq = Some(seq + 1);
         Ok(seq)
     }
@@ -471,7 +477,12 @@ pub fn record_content_unverified(
     table: &impl ReadableTable<u64, &'static [u8]>,
     rec: &SectionRecord,
 ) -> Result<Option<Vec<u8>>> {
-    Ok(table.get(rec.content_seq)?.map(|g| g.value().to_vec()))
+    Ok(table.get(rec.content_seq)?.map(|g| {
+        let row = g.value();
+        // A row that does not decode is given as stored: its length or checksum then tells the
+        // caller it is damaged.
+        super::content_codec::decode(row, rec.size).map_or_else(|| row.to_vec(), |c| c.into_owned())
+    }))
 }
 
 /// The error for content that does not hash to its record's checksum, naming the section by

@@ -113,3 +113,72 @@ fn tag_counts_list_the_most_used_tags_first_within_the_limit() {
     );
     assert_eq!(kb.tag_counts(1).unwrap().len(), 1);
 }
+
+#[test]
+fn content_is_stored_compressed_and_read_back_exactly_and_damage_to_it_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let text = ["The journal is appended and fsynced before redb commits."; 40].join(" ");
+    let long = kb.learn(LearnRequest::text(text.clone())).unwrap().kbid;
+    let short = kb.learn(LearnRequest::text("a short fact")).unwrap().kbid;
+    let read = |kb: &Kb, kbid: &str| kb.read_sections(&[kbid]).map(|s| s[0].content.clone());
+    assert_eq!(read(&kb, &long).unwrap(), text);
+    assert_eq!(read(&kb, &short).unwrap(), "a short fact");
+    assert!(kb.check().unwrap().ok);
+    drop(kb);
+
+    let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let sections = txn.open_table(SECTIONS).unwrap();
+        let rec = |kbid: &str| -> types::records::SectionRecord {
+            types::records::decode(
+                "sections",
+                kbid,
+                sections.get(kbid).unwrap().unwrap().value(),
+            )
+            .unwrap()
+        };
+        let (long_rec, short_rec) = (rec(&long), rec(&short));
+        let mut content = txn.open_table(CONTENT).unwrap();
+        let mut row = content
+            .get(long_rec.content_seq)
+            .unwrap()
+            .unwrap()
+            .value()
+            .to_vec();
+        assert!(
+            row.len() * 4 < text.len(),
+            "stored in {} bytes for {}",
+            row.len(),
+            text.len()
+        );
+        let stored_short = content.get(short_rec.content_seq).unwrap().unwrap();
+        assert_eq!(
+            stored_short.value(),
+            b"a short fact",
+            "short content is stored as is"
+        );
+        drop(stored_short);
+        // One byte of the compressed frame's data changed.
+        let last = row.len() - 2;
+        row[last] ^= 0x5a;
+        content
+            .insert(long_rec.content_seq, row.as_slice())
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(read(&kb, &short).unwrap(), "a short fact");
+    let err = read(&kb, &long).unwrap_err();
+    assert_eq!(err.code(), "damaged", "{err}");
+    let check = kb.check().unwrap();
+    assert!(!check.ok);
+    assert!(
+        check.errors.iter().any(|f| f.entity == long),
+        "{:?}",
+        check.errors
+    );
+}

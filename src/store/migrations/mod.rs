@@ -18,6 +18,7 @@ mod m0012_journal;
 mod m0013_collect_detached;
 mod m0014_nfc_docids;
 mod m0015_record_checksums;
+mod m0016_compressed_content;
 
 use redb::WriteTransaction;
 
@@ -104,5 +105,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 15,
         name: "record_checksums",
         apply: m0015_record_checksums::apply,
+    },
+    Migration {
+        version: 16,
+        name: "compressed_content",
+        apply: m0016_compressed_content::apply,
     },
 ];
