@@ -345,7 +345,12 @@ impl LexicalIndex {
 
     fn apply_changes(&mut self, db: &Database) -> Result<()> {
         loop {
-            let done = self.apply_some_changes(db)?;
+            // A step that fails part-way may have handed the writer some of its sections
+            // without `applied_seq` saying so; replayed, those with no delete would be indexed
+            // twice. Go back to the last commit, which `applied_seq` then names.
+            let done = self
+                .apply_some_changes(db)
+                .inspect_err(|_| self.roll_back())?;
             if self.uncommitted_bytes >= MAX_UNCOMMITTED_BYTES {
                 self.commit()?;
             }
@@ -784,6 +789,61 @@ mod tests {
         let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
         assert_eq!(hits.items.len(), 1);
         assert!(kb.check().unwrap().ok);
+    }
+
+    /// A catch-up that stops part-way (here at a record it cannot read) leaves none of its
+    /// step's sections in the writer: once the record reads again, each section is indexed once
+    /// (a section's first add has no delete before it).
+    #[test]
+    fn a_catch_up_stopped_part_way_indexes_each_section_once_when_resumed() {
+        use crate::writes::{WriteOp, WriteOutcome};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let ops = (0..600)
+            .map(|i| {
+                WriteOp::Learn(crate::LearnRequest::text(format!(
+                    "fact number {i} about a catch-up stopped part-way"
+                )))
+            })
+            .collect();
+        let kbids: Vec<String> = kb
+            .write_group_unindexed(ops)
+            .unwrap()
+            .into_iter()
+            .map(|r| match r.unwrap() {
+                WriteOutcome::Learned(l) => l.kbid,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        // Read last (in kbid order), after two batches were handed to the writer.
+        let last = kbids.iter().max().unwrap().clone();
+        let db = kb.db().unwrap();
+        let good = {
+            let r = db.begin_read().unwrap();
+            let t = r.open_table(SECTIONS).unwrap();
+            t.get(last.as_str()).unwrap().unwrap().value().to_vec()
+        };
+        let put = |bytes: &[u8]| {
+            let w = db.begin_write().unwrap();
+            w.open_table(SECTIONS)
+                .unwrap()
+                .insert(last.as_str(), bytes)
+                .unwrap();
+            w.commit().unwrap();
+        };
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 0xff;
+        put(&bad);
+        kb.index_pending();
+        put(&good);
+        kb.index_pending();
+        let mut lexical = kb.lexical().unwrap();
+        lexical.commit().unwrap();
+        let keys = lexical.indexed_keys().unwrap();
+        let distinct: BTreeSet<u64> = keys.iter().copied().collect();
+        assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
+        assert_eq!(distinct.len(), kbids.len());
     }
 
     /// A process killed inside an index commit can leave a deletes file written but its
