@@ -589,10 +589,22 @@ fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let target = to.join(e.file_name());
-        if e.metadata().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
+        // tantivy's lock files (`.tantivy-meta.lock`…) come and go with its background work
+        // on a live index and hold nothing: one listed may be gone when it is copied.
+        let lock = e.file_name().to_string_lossy().starts_with(".tantivy-");
+        let copied = e.metadata().and_then(|m| {
+            if m.is_dir() {
+                copy_tree(&e.path(), &target);
+                Ok(0)
+            } else {
+                std::fs::copy(e.path(), &target)
+            }
+        });
+        match copied {
+            Err(err) if lock && err.kind() == std::io::ErrorKind::NotFound => {}
+            other => {
+                other.unwrap();
+            }
         }
     }
 }

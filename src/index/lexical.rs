@@ -30,6 +30,9 @@ pub const INDEX_DIR: &str = "index/lexical";
 /// holds. An index of another analysis (`kbdb-lexical-v1 seq=N` before analysis 2) is rebuilt
 /// at open, so an upgraded kbdb finds `cafe` in `café` in an existing database too.
 const PAYLOAD_PREFIX: &str = concat!("kbdb-lexical-v1 analysis=", "2", " seq=");
+/// The payload of a commit made part-way through a rebuild (to bound what the writer holds): an
+/// index that carries it is rebuilt, never replayed onto.
+const REBUILDING_PAYLOAD: &str = "kbdb-lexical-v1 rebuilding";
 const _: () = assert!(
     super::analyzer::ANALYSIS_VERSION == 2,
     "update PAYLOAD_PREFIX"
@@ -122,6 +125,9 @@ pub struct LexicalIndex {
     uncommitted_bytes: usize,
     /// The writer lost its directory lock in a failed rollback: make a new one.
     writer_lost: bool,
+    /// The last commit is part of a rebuild that did not finish: the next catch-up rebuilds,
+    /// and nothing commits before it.
+    rebuild_pending: bool,
 }
 
 fn tantivy_err(context: &str, e: impl std::fmt::Display) -> KbError {
@@ -213,6 +219,10 @@ impl LexicalIndex {
             .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
             .and_then(|s| s.parse::<u64>().ok());
         let Some(seq) = seq else {
+            if metas.payload.as_deref() == Some(REBUILDING_PAYLOAD) {
+                tracing::info!("the last rebuild of the lexical index did not finish");
+                return Ok(None);
+            }
             if metas
                 .payload
                 .as_deref()
@@ -245,6 +255,7 @@ impl LexicalIndex {
             dirty: false,
             uncommitted_bytes: 0,
             writer_lost: false,
+            rebuild_pending: false,
         })
     }
 
@@ -289,6 +300,7 @@ impl LexicalIndex {
             .delete_all_documents()
             .map_err(|e| tantivy_err("clear", e))?;
         let reindexed = self.reindex_all(db, progress).and_then(|n| {
+            self.rebuild_pending = false;
             self.commit()?;
             Ok(n)
         });
@@ -317,11 +329,15 @@ impl LexicalIndex {
             let bytes =
                 crate::store::txn::record_content_unverified(&content, &rec)?.unwrap_or_default();
             let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
+            self.uncommitted_bytes += bytes.len();
             ops.push(UserOperation::Add(
                 self.document(kbid, &rec, &bytes, &docids),
             ));
             if ops.len() == BATCH {
                 self.send(std::mem::take(&mut ops))?;
+                if self.uncommitted_bytes >= MAX_UNCOMMITTED_BYTES {
+                    self.commit_part_of_rebuild()?;
+                }
             }
             n += 1;
             terms += rec.terms_count;
@@ -336,8 +352,22 @@ impl LexicalIndex {
         Ok((n, terms))
     }
 
+    /// Commit what a rebuild handed the writer so far, under a payload that makes the index be
+    /// rebuilt if this rebuild does not finish: the writer's queue and deletes stay bounded
+    /// (`MAX_UNCOMMITTED_BYTES`) however large the store.
+    fn commit_part_of_rebuild(&mut self) -> Result<()> {
+        let mut prepared = self.writer.prepare_commit().map_err(commit_err)?;
+        prepared.set_payload(REBUILDING_PAYLOAD);
+        prepared.commit().map_err(commit_err)?;
+        self.uncommitted_bytes = 0;
+        Ok(())
+    }
+
     /// Apply every change after the last applied sequence (read-only on the store).
     pub fn catch_up(&mut self, db: &Database) -> Result<()> {
+        if self.rebuild_pending {
+            self.rebuild(db, &|_, _| {})?;
+        }
         // A writer that stopped on an I/O error was rolled back by `add`: replay from the last
         // commit with the new writer, once.
         self.apply_changes(db).or_else(|_| self.apply_changes(db))
@@ -508,6 +538,12 @@ impl LexicalIndex {
     }
 
     fn try_commit(&mut self) -> Result<()> {
+        if self.rebuild_pending {
+            return Err(tantivy_err(
+                "commit",
+                "a rebuild did not finish; the next catch-up rebuilds the index",
+            ));
+        }
         if self.writer_lost {
             self.writer = new_writer(&self.index)?;
             self.writer_lost = false;
@@ -543,11 +579,9 @@ impl LexicalIndex {
         {
             tracing::warn!("lexical index: cannot delete the files of the failed commit: {e}");
         }
-        self.applied_seq = self
-            .index
-            .load_metas()
-            .ok()
-            .and_then(|m| m.payload)
+        let payload = self.index.load_metas().ok().and_then(|m| m.payload);
+        self.rebuild_pending = payload.as_deref() == Some(REBUILDING_PAYLOAD);
+        self.applied_seq = payload
             .as_deref()
             .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
             .and_then(|s| s.parse::<u64>().ok())
@@ -844,6 +878,56 @@ mod tests {
         let distinct: BTreeSet<u64> = keys.iter().copied().collect();
         assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
         assert_eq!(distinct.len(), kbids.len());
+    }
+
+    /// A rebuild commits part-way (to bound what its writer holds) under a payload that says so:
+    /// an index left so, by a rebuild that failed or a process that died, is rebuilt, never
+    /// replayed onto (its payload names no change) and never committed over.
+    #[test]
+    fn an_unfinished_rebuild_is_rebuilt_not_replayed_onto() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let learn = |kb: &crate::Kb, i: usize| {
+            kb.learn(crate::LearnRequest::text(format!(
+                "fact {i} of an unfinished rebuild"
+            )))
+            .unwrap()
+        };
+        for i in 0..20 {
+            learn(&kb, i);
+        }
+        let indexed = |kb: &crate::Kb| {
+            kb.index_pending();
+            let mut l = kb.lexical().unwrap();
+            l.commit().unwrap();
+            let keys = l.indexed_keys().unwrap();
+            let distinct: BTreeSet<u64> = keys.iter().copied().collect();
+            assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
+            keys.len()
+        };
+        assert_eq!(indexed(&kb), 20);
+        // A rebuild's first part committed, then a step of it failed.
+        {
+            let mut l = kb.lexical().unwrap();
+            l.writer.delete_all_documents().unwrap();
+            l.commit_part_of_rebuild().unwrap();
+            l.roll_back();
+            assert!(l.rebuild_pending);
+            assert!(l.commit().is_err(), "committed over an unfinished rebuild");
+        }
+        learn(&kb, 20);
+        assert_eq!(indexed(&kb), 21);
+        // The process died after a rebuild's first part: the next open rebuilds.
+        {
+            let mut l = kb.lexical().unwrap();
+            l.writer.delete_all_documents().unwrap();
+            l.commit_part_of_rebuild().unwrap();
+            l.dirty = false;
+        }
+        drop(kb);
+        let kb = crate::Kb::open(tmp.path()).unwrap();
+        assert_eq!(indexed(&kb), 21);
+        assert!(kb.check().unwrap().ok);
     }
 
     /// A process killed inside an index commit can leave a deletes file written but its
