@@ -716,6 +716,19 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
+    /// Catch the index up, commit it, and give the key of each section it holds (sorted),
+    /// failing when one is indexed twice.
+    fn indexed_once(kb: &crate::Kb) -> Vec<u64> {
+        kb.index_pending();
+        let mut lexical = kb.lexical().unwrap();
+        lexical.commit().unwrap();
+        let mut keys = lexical.indexed_keys().unwrap();
+        keys.sort_unstable();
+        let distinct: BTreeSet<u64> = keys.iter().copied().collect();
+        assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
+        keys
+    }
+
     #[test]
     fn the_heading_line_is_not_body_text() {
         assert_eq!(
@@ -794,20 +807,12 @@ mod tests {
                 kbid: kbid.to_string(),
             })
         };
-        let indexed = |kb: &crate::Kb| {
-            kb.index_pending();
-            let mut lexical = kb.lexical().unwrap();
-            lexical.commit().unwrap();
-            let mut keys = lexical.indexed_keys().unwrap();
-            keys.sort_unstable();
-            keys
-        };
         // Seen by the index, then removed and learned again in one catch-up.
         let a = learn("alpha facts about the catch-up", "d/a");
-        assert_eq!(indexed(&kb), vec![kbid_key(&a)]);
+        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
         unlearn(&a);
         assert_eq!(learn("alpha facts about the catch-up", "d/a"), a);
-        assert_eq!(indexed(&kb), vec![kbid_key(&a)]);
+        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
         // Added, removed and added again within one catch-up, never seen by the index.
         let b = learn("beta facts about the catch-up", "d/b");
         unlearn(&b);
@@ -819,7 +824,7 @@ mod tests {
         learn("alpha facts about the catch-up", "d/a2");
         let mut want = vec![kbid_key(&a), kbid_key(&b), kbid_key(&c)];
         want.sort_unstable();
-        assert_eq!(indexed(&kb), want);
+        assert_eq!(indexed_once(&kb), want);
         let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
         assert_eq!(hits.items.len(), 1);
         assert!(kb.check().unwrap().ok);
@@ -871,13 +876,7 @@ mod tests {
         put(&bad);
         kb.index_pending();
         put(&good);
-        kb.index_pending();
-        let mut lexical = kb.lexical().unwrap();
-        lexical.commit().unwrap();
-        let keys = lexical.indexed_keys().unwrap();
-        let distinct: BTreeSet<u64> = keys.iter().copied().collect();
-        assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
-        assert_eq!(distinct.len(), kbids.len());
+        assert_eq!(indexed_once(&kb).len(), kbids.len());
     }
 
     /// A rebuild commits part-way (to bound what its writer holds) under a payload that says so:
@@ -896,15 +895,7 @@ mod tests {
         for i in 0..20 {
             learn(&kb, i);
         }
-        let indexed = |kb: &crate::Kb| {
-            kb.index_pending();
-            let mut l = kb.lexical().unwrap();
-            l.commit().unwrap();
-            let keys = l.indexed_keys().unwrap();
-            let distinct: BTreeSet<u64> = keys.iter().copied().collect();
-            assert_eq!(keys.len(), distinct.len(), "a section is indexed twice");
-            keys.len()
-        };
+        let indexed = |kb: &crate::Kb| indexed_once(kb).len();
         assert_eq!(indexed(&kb), 20);
         // A rebuild's first part committed, then a step of it failed.
         {
