@@ -139,9 +139,14 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
     let digest = kbid::sha256(&bytes);
     let bands = shingles_and_bands(&section_type, &bytes);
     let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
-    let compressed = match crate::store::content_codec::encode(&bytes) {
-        std::borrow::Cow::Owned(z) => Some(z),
-        std::borrow::Cow::Borrowed(_) => None,
+    // An image's bytes are compressed already: trying would only cost time.
+    let compressed = if section_type.starts_with("image/") {
+        None
+    } else {
+        match crate::store::content_codec::encode(&bytes) {
+            std::borrow::Cow::Owned(z) => Some(z),
+            std::borrow::Cow::Borrowed(_) => None,
+        }
     };
     Ok(Prepared {
         kbid: kbid::encode_kbid(&digest),
