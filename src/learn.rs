@@ -139,15 +139,7 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
     let digest = kbid::sha256(&bytes);
     let bands = shingles_and_bands(&section_type, &bytes);
     let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
-    // An image's bytes are compressed already: trying would only cost time.
-    let compressed = if section_type.starts_with("image/") {
-        None
-    } else {
-        match crate::store::content_codec::encode(&bytes) {
-            std::borrow::Cow::Owned(z) => Some(z),
-            std::borrow::Cow::Borrowed(_) => None,
-        }
-    };
+    let compressed = crate::store::content_codec::compress(&section_type, &bytes);
     Ok(Prepared {
         kbid: kbid::encode_kbid(&digest),
         checksum: kbid::hex(&digest),
@@ -318,7 +310,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_add(&p.kbid, keys);
             }
-            let content_seq = t.put_stored_content(p.compressed.as_deref().unwrap_or(&p.bytes))?;
+            let content_seq = t.put_content(&p.bytes, p.compressed.as_deref())?;
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
                 title: p.title.clone(),
@@ -664,7 +656,8 @@ pub(crate) fn insert_stored(
     }
     let markers = crate::references::markers_of(&rec.section_type, bytes, base);
     crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, kbid, &markers)?;
-    rec.content_seq = t.put_content(bytes)?;
+    let compressed = crate::store::content_codec::compress(&rec.section_type, bytes);
+    rec.content_seq = t.put_content(bytes, compressed.as_deref())?;
     t.put_section(kbid, &rec)?;
     t.log(ChangeKind::SectionAdded, kbid)?;
     Ok(true)

@@ -56,8 +56,13 @@ const BATCH: usize = 256;
 /// scoring cache) until the next commit: during a bulk load, whose store writer runs ahead of
 /// the index, these held ~250 MB at 300k sections. A commit waits for the queue to drain. It
 /// commits only between steps, where `applied_seq` names exactly what the writer holds.
-const CHANGES_PER_STEP: usize = 4096;
-const MAX_UNCOMMITTED_BYTES: usize = 8 * 1024 * 1024;
+/// (Smaller in unit tests, so that their few sections cross both.)
+const CHANGES_PER_STEP: usize = if cfg!(test) { 128 } else { 4096 };
+const MAX_UNCOMMITTED_BYTES: usize = if cfg!(test) {
+    16 * 1024
+} else {
+    8 * 1024 * 1024
+};
 /// What tantivy keeps per delete until the next commit (its term query's BM25 weight).
 const DELETE_BYTES: usize = 1024;
 
@@ -356,9 +361,7 @@ impl LexicalIndex {
     /// rebuilt if this rebuild does not finish: the writer's queue and deletes stay bounded
     /// (`MAX_UNCOMMITTED_BYTES`) however large the store.
     fn commit_part_of_rebuild(&mut self) -> Result<()> {
-        let mut prepared = self.writer.prepare_commit().map_err(commit_err)?;
-        prepared.set_payload(REBUILDING_PAYLOAD);
-        prepared.commit().map_err(commit_err)?;
+        self.commit_with_payload(REBUILDING_PAYLOAD)?;
         self.uncommitted_bytes = 0;
         Ok(())
     }
@@ -548,8 +551,12 @@ impl LexicalIndex {
             self.writer = new_writer(&self.index)?;
             self.writer_lost = false;
         }
+        self.commit_with_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq))
+    }
+
+    fn commit_with_payload(&mut self, payload: &str) -> Result<()> {
         let mut prepared = self.writer.prepare_commit().map_err(commit_err)?;
-        prepared.set_payload(&format!("{PAYLOAD_PREFIX}{}", self.applied_seq));
+        prepared.set_payload(payload);
         prepared.commit().map_err(commit_err)?;
         Ok(())
     }
@@ -876,6 +883,17 @@ mod tests {
         put(&bad);
         kb.index_pending();
         put(&good);
+        assert_eq!(indexed_once(&kb).len(), kbids.len());
+        // A rebuild of them commits part-way (over `MAX_UNCOMMITTED_BYTES` here) and ends with
+        // a commit that names the last change: reopened, the index is neither rebuilt nor
+        // replayed onto.
+        drop(db);
+        kb.rebuild().unwrap();
+        assert_eq!(indexed_once(&kb).len(), kbids.len());
+        let seq = kb.lexical().unwrap().applied_seq();
+        drop(kb);
+        let kb = crate::Kb::open(tmp.path()).unwrap();
+        assert_eq!(kb.lexical().unwrap().applied_seq(), seq);
         assert_eq!(indexed_once(&kb).len(), kbids.len());
     }
 

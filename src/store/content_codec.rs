@@ -27,10 +27,12 @@ thread_local! {
         const { RefCell::new(None) };
 }
 
-/// The row to store for `content`.
-pub fn encode(content: &[u8]) -> Cow<'_, [u8]> {
-    if content.len() < MIN_COMPRESSED {
-        return Cow::Borrowed(content);
+/// The row to store for content of `section_type` when it is shorter than the content itself
+/// (None: store the content as it is). An image's bytes are compressed already, so they are not
+/// tried.
+pub fn compress(section_type: &str, content: &[u8]) -> Option<Vec<u8>> {
+    if content.len() < MIN_COMPRESSED || section_type.starts_with("image/") {
+        return None;
     }
     let compressed = COMPRESSOR.with(|c| {
         let mut c = c.borrow_mut();
@@ -38,11 +40,8 @@ pub fn encode(content: &[u8]) -> Cow<'_, [u8]> {
             *c = zstd::bulk::Compressor::new(LEVEL).ok();
         }
         c.as_mut()?.compress(content).ok()
-    });
-    match compressed {
-        Some(z) if z.len() < content.len() => Cow::Owned(z),
-        _ => Cow::Borrowed(content),
-    }
+    })?;
+    (compressed.len() < content.len()).then_some(compressed)
 }
 
 /// The content of a stored row whose record says the content is `size` bytes long. None when a
@@ -72,7 +71,7 @@ mod tests {
     #[test]
     fn text_is_stored_shorter_and_reads_back() {
         let text = "The write journal commits each group with one sequential fsync. ".repeat(20);
-        let row = encode(text.as_bytes());
+        let row = compress("text/markdown", text.as_bytes()).unwrap();
         assert!(
             row.len() < text.len() / 4,
             "{} of {}",
@@ -87,10 +86,9 @@ mod tests {
 
     #[test]
     fn short_or_incompressible_content_is_stored_as_is() {
-        let short = b"a short fact";
-        assert!(matches!(encode(short), Cow::Borrowed(_)));
-        // Bytes that do not compress (an image's, already compressed): a zstd frame would be
-        // longer, so the row is the content and its length says so.
+        assert_eq!(compress("text/plain", b"a short fact"), None);
+        // Bytes that do not compress: a zstd frame would be longer, so the row is the content
+        // and its length says so.
         let mut x = 0x9e37_79b9_7f4a_7c15_u64;
         let noise: Vec<u8> = (0..4096)
             .map(|_| {
@@ -101,18 +99,21 @@ mod tests {
                 (x >> 24) as u8
             })
             .collect();
-        let row = encode(&noise);
-        assert_eq!(row.as_ref(), noise.as_slice());
+        assert_eq!(compress("application/octet-stream", &noise), None);
         assert_eq!(
-            decode(&row, noise.len() as u64).as_deref(),
+            decode(&noise, noise.len() as u64).as_deref(),
             Some(&noise[..])
         );
+        // An image is not tried, however well it would compress.
+        let text = "a text stored under an image type ".repeat(20);
+        assert!(compress("text/plain", text.as_bytes()).is_some());
+        assert_eq!(compress("image/png", text.as_bytes()), None);
     }
 
     #[test]
     fn a_damaged_row_decodes_to_nothing() {
         let text = "reference markers in text order, one row per marker ".repeat(10);
-        let mut row = encode(text.as_bytes()).into_owned();
+        let mut row = compress("text/plain", text.as_bytes()).unwrap();
         let size = text.len() as u64;
         // Cut short, or a byte changed inside the frame, or a size the frame does not hold.
         assert_eq!(decode(&row[..row.len() - 3], size), None);

@@ -227,19 +227,14 @@ impl<'t> WriteTables<'t> {
     }
 
     /// Store content under the next content sequence, which it returns (for the record's
-    /// `content_seq`; the record's `size` must be `bytes.len()`, which tells how the row reads:
-    /// src/store/content_codec.rs).
-    pub fn put_content(&mut self, bytes: &[u8]) -> Result<u64> {
-        self.put_stored_content(&super::content_codec::encode(bytes))
-    }
-
-    /// `put_content` of a row `content_codec::encode` made.
-    pub fn put_stored_content(&mut self, row: &[u8]) -> Result<u64> {
+    /// `content_seq`; the record's `size` must be `content.len()`, which tells how the row
+    /// reads): `compressed`, `content_codec::compress`'s row, when there is one.
+    pub fn put_content(&mut self, content: &[u8], compressed: Option<&[u8]>) -> Result<u64> {
         let seq = match self.next_content_seq {
             Some(seq) => seq,
             None => self.content.last()?.map_or(1, |(k, _)| k.value() + 1),
         };
-        self.content.insert(seq, row)?;
+        self.content.insert(seq, compressed.unwrap_or(content))?;
         self.next_content_seq = Some(seq + 1);
         Ok(seq)
     }
