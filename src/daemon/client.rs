@@ -644,6 +644,11 @@ pub fn create_database(db_dir: &Path) -> Result<bool> {
     Ok(crate::Kb::open_or_create(db_dir)?.1)
 }
 
+/// How long a start retries while the new daemon finds the database in use: a killed daemon
+/// releases it only as its process ends; a process that holds it for longer (an embedded one)
+/// is reported as `locked` after this.
+const DYING_HOLDER_WAIT: Duration = Duration::from_secs(2);
+
 /// Start a daemon under the start lock (or find the one another client just started).
 fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Connection> {
     let _lock = lock_start(lock)?;
@@ -659,6 +664,7 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Con
     let log_from = log_len(db_dir);
     let mut child = spawn_daemon(db_dir)?;
     let deadline = Instant::now() + START_TIMEOUT;
+    let locked_until = Instant::now() + DYING_HOLDER_WAIT;
     loop {
         if let Some(c) = try_connect(sock)? {
             // Reap the launcher's child record when it exits; the daemon lives on in its own
@@ -673,7 +679,15 @@ fn start(db_dir: &Path, sock: &Path, lock: &Path, config: &Config) -> Result<Con
             {
                 return Ok(c);
             }
-            return Err(match start_error(&mut child) {
+            let error = start_error(&mut child);
+            // A daemon killed a moment ago holds the database until its last thread has
+            // exited, after /proc stops naming it (`wait_for_silent_daemons`): start again.
+            if matches!(&error, Some(e) if e.code() == "locked") && Instant::now() < locked_until {
+                std::thread::sleep(Duration::from_millis(20));
+                child = spawn_daemon(db_dir)?;
+                continue;
+            }
+            return Err(match error {
                 Some(KbError::Remote {
                     code,
                     message,
