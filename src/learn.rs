@@ -33,7 +33,7 @@ pub(crate) struct Prepared {
     checksum: String,
     /// Shingles and LSH band keys (text types), reference markers: computed here, outside the
     /// write transaction (the daemon prepares on each client's thread, in parallel).
-    bands: Option<(shingles::ShingleSet, [u64; near_dup::BANDS])>,
+    bands: Option<(shingles::ShingleSet, near_dup::BandKeys)>,
     markers: Vec<crate::text::markers::Marker>,
     /// Near duplicates already looked for outside the write transaction (`scan_near_duplicates`).
     near: Option<NearScan>,
@@ -230,7 +230,7 @@ pub(crate) fn content_as_text(section_type: &str, bytes: &[u8]) -> String {
 }
 
 /// MinHash band keys of a text section's content (None for images).
-pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<[u64; near_dup::BANDS]> {
+pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<near_dup::BandKeys> {
     shingles_and_bands(section_type, bytes).map(|(_, k)| k)
 }
 
@@ -238,7 +238,7 @@ pub(crate) fn band_keys_of(section_type: &str, bytes: &[u8]) -> Option<[u64; nea
 fn shingles_and_bands(
     section_type: &str,
     bytes: &[u8],
-) -> Option<(shingles::ShingleSet, [u64; near_dup::BANDS])> {
+) -> Option<(shingles::ShingleSet, near_dup::BandKeys)> {
     if section_type.starts_with("image/") {
         return None;
     }
@@ -479,7 +479,7 @@ fn complete_scan(
     p: &Prepared,
     scan: &NearScan,
     mine: &shingles::ShingleSet,
-    keys: &[u64; near_dup::BANDS],
+    keys: &near_dup::BandKeys,
 ) -> Result<Option<Vec<NearDuplicate>>> {
     let Some(index) = t.band_index() else {
         return Ok(None);
@@ -576,7 +576,7 @@ fn top_candidates(
 /// `MIN_SHARED_BANDS` of `keys`: (shared bands, kbid).
 fn added_in<'a>(
     t: &'a WriteTables<'_>,
-    keys: &[u64; near_dup::BANDS],
+    keys: &near_dup::BandKeys,
 ) -> impl Iterator<Item = (u32, &'a str)> {
     t.pending_bands
         .sharing(keys, near_dup::MIN_SHARED_BANDS)
@@ -588,7 +588,7 @@ fn find_near_duplicates(
     t: &WriteTables<'_>,
     p: &Prepared,
     mine: &shingles::ShingleSet,
-    keys: &[u64; near_dup::BANDS],
+    keys: &near_dup::BandKeys,
 ) -> Result<Vec<NearDuplicate>> {
     // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
     // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.

@@ -115,17 +115,31 @@ pub fn signature(shingles: &ShingleSet) -> [u64; HASHES] {
     sig
 }
 
+/// A section's band keys: one 32-bit key per band.
+///
+/// 32 bits are enough: two bands whose keys collide only add a candidate, which the exact
+/// similarity check then drops (at a million sections, one in ~270 learns meets such a
+/// stranger). They are half what a 64-bit key takes in the index in memory, and 64 bytes in a
+/// stored section record where 16 varint-encoded 64-bit keys took ~150 (migration 0017).
+pub type BandKeys = [u32; BANDS];
+
 /// One key per band; the band index is mixed in so equal rows in different bands differ.
-pub fn band_keys(sig: &[u64; HASHES]) -> [u64; BANDS] {
-    let mut keys = [0u64; BANDS];
+pub fn band_keys(sig: &[u64; HASHES]) -> BandKeys {
+    let mut keys = [0u32; BANDS];
     for (b, key) in keys.iter_mut().enumerate() {
         let mut h = mix64(b as u64 + 0x5eed);
         for r in 0..ROWS {
             h = mix64(h ^ sig[b * ROWS + r]);
         }
-        *key = h;
+        *key = fold_key(h);
     }
     keys
+}
+
+/// A 64-bit band key folded to the 32 bits kept (band keys are already mixed hashes). Band
+/// keys stored before migration 0017 were 64-bit; folding them gives the keys computed since.
+pub fn fold_key(key: u64) -> u32 {
+    (key ^ (key >> 32)) as u32
 }
 
 const SEEDS: [u64; HASHES] = {
@@ -196,7 +210,7 @@ mod tests {
     #[test]
     fn band_index_lists_a_section_once_per_band_and_forgets_it() {
         let mut index = BandIndex::default();
-        let mut keys = [7u64; BANDS];
+        let mut keys = [7u32; BANDS];
         keys[1] = 8;
         index.add("a", &keys);
         index.add("b", &[7; BANDS]);
@@ -263,24 +277,6 @@ mod tests {
     }
 
     #[test]
-    fn band_keys_sharing_a_fingerprint_share_a_band_only_as_candidates() {
-        let mut index = BandIndex::default();
-        // 1 and 1 << 32 | 0 fold to the same 32-bit fingerprint.
-        let a = [1u64; BANDS];
-        let b = [1u64 << 32; BANDS];
-        assert_eq!(fingerprint(a[0]), fingerprint(b[0]));
-        let point = index.scan_point();
-        index.add("a", &a);
-        // The packed bands list `a` for `b`'s key too: an extra candidate, which the exact
-        // similarity check then drops ...
-        assert_eq!(index.band(b[0]).collect::<Vec<_>>(), ["a"]);
-        // ... while a scan completed from the remembered keys compares them whole.
-        assert_eq!(index.sharing_since(point, &b, 1), Some(vec![]));
-        index.remove("a", &a);
-        assert_eq!(index.band(a[0]).count(), 0);
-    }
-
-    #[test]
     fn a_name_longer_than_a_kbid_is_kept_whole() {
         let mut index = BandIndex::default();
         let long = "a-name-longer-than-twenty-six-bytes";
@@ -297,8 +293,8 @@ mod tests {
     #[test]
     fn top_sharing_ranks_by_shared_bands_then_the_most_recent() {
         let mut index = BandIndex::default();
-        let keys = |x: u64| -> [u64; BANDS] { std::array::from_fn(|i| x * 100 + i as u64) };
-        let sharing_first = |n: usize| -> [u64; BANDS] {
+        let keys = |x: u32| -> BandKeys { std::array::from_fn(|i| x * 100 + i as u32) };
+        let sharing_first = |n: usize| -> BandKeys {
             let mut k = keys(2);
             k[..n].copy_from_slice(&keys(1)[..n]);
             k
@@ -329,7 +325,7 @@ mod tests {
     #[test]
     fn sharing_since_lists_the_sections_added_after_a_scan_point() {
         let mut index = BandIndex::default();
-        let keys = |x: u64| -> [u64; BANDS] { std::array::from_fn(|i| x * 100 + i as u64) };
+        let keys = |x: u32| -> BandKeys { std::array::from_fn(|i| x * 100 + i as u32) };
         let mut near = keys(1);
         near[..4].copy_from_slice(&[7, 8, 9, 10]);
         index.add("old", &keys(1));
@@ -358,7 +354,7 @@ mod tests {
         );
         // More additions since than are worth comparing one by one: a scan from scratch.
         let point = index.scan_point();
-        for i in 0..SINCE_LINEAR as u64 {
+        for i in 0..SINCE_LINEAR as u32 {
             index.add(&format!("t{i}"), &keys(1000 + i));
         }
         assert!(index.sharing_since(point, &keys(1), 2).is_some());
@@ -366,7 +362,7 @@ mod tests {
         assert_eq!(index.sharing_since(point, &keys(1), 2), None);
         // Another index (loaded again) or more additions than remembered: cannot complete.
         assert_eq!(BandIndex::default().sharing_since(point, &keys(1), 2), None);
-        for i in 0..RECENT as u64 {
+        for i in 0..RECENT as u32 {
             index.add(&format!("s{i}"), &keys(10 + i));
         }
         assert_eq!(index.sharing_since(point, &keys(1), 2), None);
@@ -380,8 +376,10 @@ mod tests {
 
 /// The band keys of a section as the `minhash_sigs` table of migrations 0005–0008 held them:
 /// 16 little-endian u64.
-pub fn encode_keys(keys: &[u64; BANDS]) -> Vec<u8> {
-    keys.iter().flat_map(|k| k.to_le_bytes()).collect()
+pub fn encode_keys(keys: &BandKeys) -> Vec<u8> {
+    keys.iter()
+        .flat_map(|&k| u64::from(k).to_le_bytes())
+        .collect()
 }
 
 pub fn decode_keys(bytes: &[u8]) -> Option<[u64; BANDS]> {
@@ -398,8 +396,8 @@ pub fn decode_keys(bytes: &[u8]) -> Option<[u64; BANDS]> {
 /// A change to the band index made by a write transaction, applied once it commits.
 #[derive(Debug, Clone)]
 pub enum BandChange {
-    Add(String, [u64; BANDS]),
-    Remove(String, [u64; BANDS]),
+    Add(String, BandKeys),
+    Remove(String, BandKeys),
 }
 
 /// The LSH band index in memory: band key → sections. Derived from the band keys in the
@@ -410,14 +408,13 @@ pub enum BandChange {
 /// 26-character kbids.
 ///
 /// It is held for every stored section, so it is packed (docs/performance.md, *Memory*): a band
-/// is known by a 32-bit fingerprint of its key (two bands that collide only add a candidate,
-/// which the exact similarity check then drops), a band with one section holds its number
+/// is known by its 32-bit key (`BandKeys`), a band with one section holds its number
 /// inline, and a kbid is 26 bytes inline. About 16 × 12 bytes of band entries, 26 of name,
 /// 8 of age and ~6 of lookup per section: ~240 bytes, where a map of vectors and strings took
 /// over 1 KB.
 #[derive(Debug)]
 pub struct BandIndex {
-    /// Band fingerprint → the one section number in it, or `LIST | i` for `lists[i]`.
+    /// Band key → the one section number in it, or `LIST | i` for `lists[i]`.
     bands: HashMap<u32, u32>,
     /// The sections of the bands holding several, oldest first.
     lists: Vec<Vec<u32>>,
@@ -439,16 +436,11 @@ pub struct BandIndex {
     adds: u64,
     /// The latest additions (at most `RECENT`), oldest first: number, band keys. A scan made
     /// before a transaction (`ScanPoint`) is completed with the sections added since.
-    recent: std::collections::VecDeque<(u32, [u64; BANDS])>,
+    recent: std::collections::VecDeque<(u32, BandKeys)>,
 }
 
 /// Marks a band value that is an index into `BandIndex::lists`.
 const LIST: u32 = 1 << 31;
-
-/// A band's 32-bit fingerprint (band keys are already mixed hashes).
-fn fingerprint(key: u64) -> u32 {
-    (key ^ (key >> 32)) as u32
-}
 
 /// Length of a kbid, the name every stored section has.
 const NAME_BYTES: usize = 26;
@@ -568,7 +560,7 @@ impl BandIndex {
     /// Add a section that is not in the index yet (every caller adds a new section or loads
     /// the table, whose keys are unique). Scanning a band for the kbid first made loading
     /// quadratic in the size of a band: thousands of near-identical sections share one.
-    pub fn add(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+    pub fn add(&mut self, kbid: &str, keys: &BandKeys) {
         let age = self.next_age;
         self.next_age += 1;
         let n = self.number_for(kbid, age);
@@ -582,7 +574,7 @@ impl BandIndex {
 
     /// Add a section while loading the index from the store, `age` its content sequence
     /// (loading reads the records in kbid order; `finish_load` puts each band in age order).
-    pub fn load(&mut self, kbid: &str, keys: &[u64; BANDS], age: u64) {
+    pub fn load(&mut self, kbid: &str, keys: &BandKeys, age: u64) {
         self.next_age = self.next_age.max(age + 1);
         let n = self.number_for(kbid, age);
         self.adds += 1;
@@ -598,8 +590,8 @@ impl BandIndex {
         }
     }
 
-    fn enter_bands(&mut self, n: u32, keys: &[u64; BANDS]) {
-        let fps = keys.map(fingerprint);
+    fn enter_bands(&mut self, n: u32, keys: &BandKeys) {
+        let fps = keys;
         for (i, fp) in fps.iter().enumerate() {
             if fps[..i].contains(fp) {
                 continue;
@@ -627,11 +619,11 @@ impl BandIndex {
         }
     }
 
-    pub fn remove(&mut self, kbid: &str, keys: &[u64; BANDS]) {
+    pub fn remove(&mut self, kbid: &str, keys: &BandKeys) {
         let Some(n) = self.number(kbid) else {
             return;
         };
-        let fps = keys.map(fingerprint);
+        let fps = keys;
         for (i, fp) in fps.iter().enumerate() {
             if fps[..i].contains(fp) {
                 continue;
@@ -669,8 +661,8 @@ impl BandIndex {
     }
 
     /// The section numbers of the band with key `key`, oldest first.
-    fn members(&self, key: u64) -> &[u32] {
-        match self.bands.get(&fingerprint(key)) {
+    fn members(&self, key: u32) -> &[u32] {
+        match self.bands.get(&key) {
             None => &[],
             Some(v) if v & LIST != 0 => &self.lists[(v & !LIST) as usize],
             Some(one) => std::slice::from_ref(one),
@@ -714,7 +706,7 @@ impl BandIndex {
     pub fn sharing_since(
         &self,
         point: ScanPoint,
-        keys: &[u64; BANDS],
+        keys: &BandKeys,
         min: u32,
     ) -> Option<Vec<(&str, u32)>> {
         if point.id != self.id || point.adds > self.adds {
@@ -744,14 +736,14 @@ impl BandIndex {
     }
 
     /// The sections of band `key` (the `PER_BAND` added last), oldest first.
-    pub fn band(&self, key: u64) -> impl Iterator<Item = &str> {
+    pub fn band(&self, key: u32) -> impl Iterator<Item = &str> {
         newest(self.members(key)).iter().map(|&n| self.name(n))
     }
 
     /// The sections sharing at least `min` of the bands `keys` (reading the `PER_BAND` entries
     /// of a band added last), with how many they share, in no particular order. A key that
     /// occurs twice in `keys` counts twice.
-    pub fn sharing(&self, keys: &[u64; BANDS], min: u32) -> Vec<(&str, u32)> {
+    pub fn sharing(&self, keys: &BandKeys, min: u32) -> Vec<(&str, u32)> {
         self.shared_counts(keys, min)
             .into_iter()
             .map(|(n, shared)| (self.name(n), shared))
@@ -764,7 +756,7 @@ impl BandIndex {
     /// way (every learn does this, and a crowded band lists hundreds of sections).
     pub fn top_sharing(
         &self,
-        keys: &[u64; BANDS],
+        keys: &BandKeys,
         min: u32,
         limit: usize,
         skip: impl Fn(&str) -> bool,
@@ -785,7 +777,7 @@ impl BandIndex {
     }
 
     /// (section number, shared bands) of the sections sharing at least `min` of `keys`.
-    fn shared_counts(&self, keys: &[u64; BANDS], min: u32) -> Vec<(u32, u32)> {
+    fn shared_counts(&self, keys: &BandKeys, min: u32) -> Vec<(u32, u32)> {
         let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
         for &k in keys {
             numbers.extend_from_slice(newest(self.members(k)));

@@ -62,7 +62,7 @@ pub struct WriteTables<'t> {
 
 impl<'t> WriteTables<'t> {
     /// Record that this transaction adds `kbid` with band `keys` to the band index.
-    pub fn band_add(&mut self, kbid: &str, keys: [u64; crate::index::near_dup::BANDS]) {
+    pub fn band_add(&mut self, kbid: &str, keys: crate::index::near_dup::BandKeys) {
         self.bands_removed.remove(kbid);
         self.band_changes
             .push(crate::index::near_dup::BandChange::Add(
@@ -72,7 +72,7 @@ impl<'t> WriteTables<'t> {
     }
 
     /// Record that this transaction removes `kbid` (band `keys`) from the band index.
-    pub fn band_remove(&mut self, kbid: &str, keys: [u64; crate::index::near_dup::BANDS]) {
+    pub fn band_remove(&mut self, kbid: &str, keys: crate::index::near_dup::BandKeys) {
         self.bands_removed.insert(kbid.to_string());
         self.band_changes
             .push(crate::index::near_dup::BandChange::Remove(
@@ -506,7 +506,7 @@ fn decode_hex(s: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-fn get_record<T: serde::de::DeserializeOwned>(
+fn get_record<T: records::Record>(
     table: &impl ReadableTable<&'static str, &'static [u8]>,
     name: &'static str,
     key: &str,

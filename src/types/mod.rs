@@ -5,6 +5,7 @@ pub mod records;
 pub mod requests;
 pub mod results;
 pub mod section_type;
+pub mod stored_forms;
 pub mod validate;
 
 pub use kbid::{is_kbid, kbid_of};

@@ -46,7 +46,7 @@ fn content_as_in_schema_9(txn: &redb::WriteTransaction) {
             size: rec.size,
             standalone: rec.standalone,
             terms_count: rec.terms_count,
-            bands: rec.bands,
+            bands: rec.bands.map(|keys| keys.map(u64::from)),
         };
         sections
             .insert(kbid.as_str(), types::records::encode(&v2).as_slice())
@@ -666,4 +666,166 @@ fn migration_14_stores_every_docid_in_nfc_and_keeps_both_documents_of_a_collisio
     }
     let check = kb.check().unwrap();
     assert!(check.ok, "{check:?}");
+}
+
+/// Every row of a table, key and stored bytes (keys of `changes` as decimal text).
+fn raw_rows(kb: &Kb, table: &str) -> Vec<(String, Vec<u8>)> {
+    let txn = kb.db().unwrap().begin_read().unwrap();
+    let bytes = |v: redb::AccessGuard<&[u8]>| v.value().to_vec();
+    if table == "changes" {
+        let t = txn.open_table(CHANGES).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|r| r.unwrap())
+            .map(|(k, v)| (k.value().to_string(), bytes(v)))
+            .collect()
+    } else {
+        let def = if table == "sections" {
+            SECTIONS
+        } else {
+            DOCUMENTS
+        };
+        let t = txn.open_table(def).unwrap();
+        t.iter()
+            .unwrap()
+            .map(|r| r.unwrap())
+            .map(|(k, v)| (k.value().to_string(), bytes(v)))
+            .collect()
+    }
+}
+
+#[test]
+fn migration_17_rewrites_records_compactly_and_they_read_as_before() {
+    use types::records::{
+        ChangeRecord, ChangeRecordV1, DocumentRecord, DocumentRecordV1, RECORD_VERSION,
+        SectionRecord, SectionRecordV3, decode, encode_before_0017,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let text = "the deploy runbook says to drain the queue before the restart";
+    let mut with_docid = LearnRequest::text(text);
+    with_docid.docid = Some("ops/runbook.md".into());
+    with_docid.title = Some("Deploy".into());
+    let original = kb.learn(with_docid).unwrap().kbid;
+    let mut sourced = LearnRequest::text("a fact from elsewhere, with its own source key");
+    sourced.source = Some("wiki:page/17".into());
+    kb.learn(sourced).unwrap();
+    kb.learn(LearnRequest::text("a plain note")).unwrap();
+    let before: Vec<Vec<(String, Vec<u8>)>> = ["sections", "documents", "changes"]
+        .iter()
+        .map(|t| raw_rows(&kb, t))
+        .collect();
+    drop(kb);
+    // Write every record back as kbdb wrote it before migration 17, one of them with a
+    // timestamp of another shape (kept as its text).
+    let old_sections: Vec<(String, SectionRecordV3)> = before[0]
+        .iter()
+        .map(|(k, v)| {
+            let rec: SectionRecord = decode("sections", k, v).unwrap();
+            let mut old = SectionRecordV3::before_0017(&rec);
+            // 64-bit keys, as kbdb computed them then, that fold to today's 32-bit ones.
+            let high: u64 = 0x9e37_79b9;
+            old.bands = rec
+                .bands
+                .map(|keys| keys.map(|k| high << 32 | (u64::from(k) ^ high)));
+            if rec.source_key.as_deref() == Some("wiki:page/17") {
+                old.updated_at = "2026-12-04T18:54:29+00:00".into();
+            }
+            (k.clone(), old)
+        })
+        .collect();
+    {
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            for (k, old) in &old_sections {
+                sections
+                    .insert(k.as_str(), encode_before_0017(old).as_slice())
+                    .unwrap();
+            }
+            let mut documents = txn.open_table(DOCUMENTS).unwrap();
+            for (k, v) in &before[1] {
+                let d: DocumentRecord = decode("documents", k, v).unwrap();
+                let old = DocumentRecordV1 {
+                    title: d.title,
+                    doc_type: d.doc_type,
+                    metadata: d.metadata,
+                    kbids: d.kbids,
+                    created_at: d.created_at,
+                    updated_at: d.updated_at,
+                };
+                documents
+                    .insert(k.as_str(), encode_before_0017(&old).as_slice())
+                    .unwrap();
+            }
+            let mut changes = txn.open_table(CHANGES).unwrap();
+            for (k, v) in &before[2] {
+                let c: ChangeRecord = decode("changes", k, v).unwrap();
+                let old = ChangeRecordV1 {
+                    kind: c.kind,
+                    id: c.id,
+                    at: c.at,
+                };
+                changes
+                    .insert(
+                        k.parse::<u64>().unwrap(),
+                        encode_before_0017(&old).as_slice(),
+                    )
+                    .unwrap();
+            }
+        }
+        set_schema_version(&txn, 16);
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    let after: Vec<Vec<(String, Vec<u8>)>> = ["sections", "documents", "changes"]
+        .iter()
+        .map(|t| raw_rows(&kb, t))
+        .collect();
+    for (table, rows) in ["sections", "documents", "changes"].iter().zip(&after) {
+        assert!(!rows.is_empty(), "{table}");
+        assert!(
+            rows.iter().all(|(_, v)| v[0] == RECORD_VERSION),
+            "every {table} record rewritten"
+        );
+    }
+    // The same records, field for field, each section record at least 100 bytes smaller.
+    for ((k, old), (k2, v)) in old_sections.iter().zip(&after[0]) {
+        assert_eq!(k, k2);
+        let now: SectionRecord = decode("sections", k, v).unwrap();
+        let expected: SectionRecord = old.clone().into();
+        assert_eq!(now, expected);
+        assert!(
+            v.len() + 100 < encode_before_0017(old).len(),
+            "{} bytes, {} before",
+            v.len(),
+            encode_before_0017(old).len()
+        );
+    }
+    assert_eq!(
+        after[1].iter().map(|(k, _)| k).collect::<Vec<_>>(),
+        before[1].iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    for ((k, v), (_, was)) in after[1].iter().zip(&before[1]) {
+        let now: DocumentRecord = decode("documents", k, v).unwrap();
+        let then: DocumentRecord = decode("documents", k, was).unwrap();
+        assert_eq!(now, then);
+    }
+    for ((k, v), (_, was)) in after[2].iter().zip(&before[2]) {
+        let now: ChangeRecord = decode("changes", k, v).unwrap();
+        let then: ChangeRecord = decode("changes", k, was).unwrap();
+        assert_eq!(now, then);
+    }
+    assert!(kb.check().unwrap().ok);
+    // The band keys written as 64-bit keys still find the section's near copies.
+    let r = kb.learn(LearnRequest::text(format!("{text} !"))).unwrap();
+    assert_eq!(
+        r.near_duplicates.first().map(|n| n.kbid.as_str()),
+        Some(original.as_str())
+    );
 }

@@ -70,7 +70,8 @@ fn check_compares_a_record_without_checksum_with_the_lexical_index() {
             .unwrap();
             rec.title = Some("ZebraQeading".into());
             let mut v1 = vec![1u8];
-            v1.extend(postcard::to_stdvec(&rec).unwrap());
+            let old = types::records::SectionRecordV3::before_0017(&rec);
+            v1.extend(postcard::to_stdvec(&old).unwrap());
             sections.insert(r.kbid.as_str(), v1.as_slice()).unwrap();
         }
         txn.commit().unwrap();

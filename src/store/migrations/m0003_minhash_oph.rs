@@ -21,7 +21,7 @@ pub fn apply(txn: &WriteTransaction) -> Result<()> {
             && let Some(keys) = crate::learn::band_keys_of(&rec.section_type, bytes.value())
         {
             for key in keys {
-                bands.insert(key, kbid)?;
+                bands.insert(u64::from(key), kbid)?;
             }
         }
     }

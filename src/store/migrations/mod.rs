@@ -19,6 +19,7 @@ mod m0013_collect_detached;
 mod m0014_nfc_docids;
 mod m0015_record_checksums;
 mod m0016_compressed_content;
+mod m0017_compact_records;
 
 use redb::WriteTransaction;
 
@@ -110,5 +111,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "compressed_content",
         apply: m0016_compressed_content::apply,
+    },
+    Migration {
+        version: 17,
+        name: "compact_records",
+        apply: m0017_compact_records::apply,
     },
 ];
