@@ -787,6 +787,17 @@ fn migration_17_rewrites_records_compactly_and_they_read_as_before() {
         .iter()
         .map(|t| raw_rows(&kb, t))
         .collect();
+    {
+        // The tables were rebuilt through copies, which are gone.
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        let names: Vec<String> = txn
+            .list_tables()
+            .unwrap()
+            .map(|t| redb::TableHandle::name(&t).to_string())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with("_0017")), "{names:?}");
+        assert!(names.iter().any(|n| n == "sections"), "{names:?}");
+    }
     for (table, rows) in ["sections", "documents", "changes"].iter().zip(&after) {
         assert!(!rows.is_empty(), "{table}");
         assert!(
