@@ -38,48 +38,64 @@ fn is_joiner(c: char) -> bool {
 /// slashes of paths, quotes).
 pub fn chunks(text: &str) -> Vec<Chunk> {
     let mut out = Vec::new();
-    let mut start: Option<usize> = None;
-    let flush = |out: &mut Vec<Chunk>, s: usize, e: usize| {
+    let mut parts = Vec::new();
+    each_chunk(text, &mut parts, |whole, start, parts| {
+        out.push(Chunk {
+            whole: whole.to_string(),
+            parts: parts.iter().map(|p| p.to_string()).collect(),
+            start,
+            end: start + whole.len(),
+        })
+    });
+    out
+}
+
+/// The chunks of `text` without copying them (what `chunks` returns, as slices of `text`):
+/// `f(whole, start, parts)` for each, `parts` empty unless the chunk is compound. Indexing
+/// tokenizes every section through this, so it allocates nothing once `parts` has grown.
+fn each_chunk<'a>(
+    text: &'a str,
+    parts: &mut Vec<&'a str>,
+    mut f: impl FnMut(&'a str, usize, &[&'a str]),
+) {
+    let mut flush = |s: usize, e: usize| {
         let raw = &text[s..e];
         let trimmed_start = raw.len() - raw.trim_start_matches(is_joiner).len();
         let inner = raw.trim_matches(is_joiner);
         if inner.is_empty() {
             return;
         }
-        let s2 = s + trimmed_start;
+        parts.clear();
         // Only a joiner, an upper-case letter or a CJK character can split a chunk: most words
         // need no parts.
-        let parts = if inner
+        if !inner
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
         {
-            Vec::new()
-        } else if inner.chars().any(is_cjk) {
-            cjk_parts(inner)
-        } else {
-            split_parts(inner)
-        };
-        let whole = inner.to_string();
-        out.push(Chunk {
-            parts: if parts.len() > 1 { parts } else { Vec::new() },
-            whole,
-            start: s2,
-            end: s2 + inner.len(),
-        });
+            if inner.chars().any(is_cjk) {
+                cjk_parts(inner, parts);
+            } else {
+                split_parts(inner, parts);
+            }
+            if parts.len() < 2 {
+                parts.clear();
+            }
+        }
+        f(inner, s + trimmed_start, parts);
     };
+    let mut start: Option<usize> = None;
     for (i, c) in text.char_indices() {
         if c.is_alphanumeric() || is_joiner(c) {
             if start.is_none() {
                 start = Some(i);
             }
         } else if let Some(s) = start.take() {
-            flush(&mut out, s, i);
+            flush(s, i);
         }
     }
     if let Some(s) = start {
-        flush(&mut out, s, text.len());
+        flush(s, text.len());
     }
-    out
 }
 
 /// Whether `c` is of a script written without spaces between words (Han, Hiragana, Katakana)
@@ -95,71 +111,78 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F) // CJK Extensions B–F, Compatibility Supplement
 }
 
-/// Parts of a chunk with CJK characters: each CJK run as its overlapping character pairs (a run
-/// of one character is itself), the rest as identifier parts. `我们选择了数据库` gives `我们`,
-/// `们选`, … `据库`, so a query `数据库` (`数据` and `据库`) finds it without a dictionary.
-fn cjk_parts(s: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut rest = String::new();
-    let mut run: Vec<char> = Vec::new();
-    let flush_run = |run: &mut Vec<char>, parts: &mut Vec<String>| {
-        match run.len() {
-            0 => {}
-            1 => parts.push(run[0].to_string()),
-            _ => parts.extend(run.windows(2).map(|w| w.iter().collect::<String>())),
+/// Parts of a chunk with CJK characters, appended to `parts`: each CJK run as its overlapping
+/// character pairs (a run of one character is itself), the rest as identifier parts.
+/// `我们选择了数据库` gives `我们`, `们选`, … `据库`, so a query `数据库` (`数据` and `据库`) finds it
+/// without a dictionary.
+fn cjk_parts<'a>(s: &'a str, parts: &mut Vec<&'a str>) {
+    // Byte ranges of the current CJK run and of the text before it.
+    let mut run: Option<usize> = None;
+    let mut rest: Option<usize> = None;
+    let flush_run = |run_start: usize, end: usize, parts: &mut Vec<&'a str>| {
+        let run = &s[run_start..end];
+        let mut chars = run.char_indices().peekable();
+        if run.chars().nth(1).is_none() {
+            parts.push(run);
+            return;
         }
-        run.clear();
+        while let Some((i, _)) = chars.next() {
+            let Some(&(j, c)) = chars.peek() else { break };
+            parts.push(&run[i..j + c.len_utf8()]);
+        }
     };
-    for c in s.chars() {
+    for (i, c) in s.char_indices() {
         if is_cjk(c) {
-            if !rest.is_empty() {
-                parts.extend(split_parts(&std::mem::take(&mut rest)));
+            if let Some(r) = rest.take() {
+                split_parts(&s[r..i], parts);
             }
-            run.push(c);
+            run.get_or_insert(i);
         } else {
-            flush_run(&mut run, &mut parts);
-            rest.push(c);
+            if let Some(r) = run.take() {
+                flush_run(r, i, parts);
+            }
+            rest.get_or_insert(i);
         }
     }
-    flush_run(&mut run, &mut parts);
-    if !rest.is_empty() {
-        parts.extend(split_parts(&rest));
+    if let Some(r) = run {
+        flush_run(r, s.len(), parts);
     }
-    parts
+    if let Some(r) = rest {
+        split_parts(&s[r..], parts);
+    }
 }
 
-/// Parts of an identifier: split at joiners and at camelCase boundaries (`HTTPServer` →
-/// `HTTP`, `Server`); letters and digits stay together (`v1`, `utf8`).
-fn split_parts(s: &str) -> Vec<String> {
-    let mut parts = Vec::new();
+/// Parts of an identifier, appended to `parts`: split at joiners and at camelCase boundaries
+/// (`HTTPServer` → `HTTP`, `Server`); letters and digits stay together (`v1`, `utf8`).
+fn split_parts<'a>(s: &'a str, parts: &mut Vec<&'a str>) {
     for piece in s.split(is_joiner).filter(|p| !p.is_empty()) {
-        let chars: Vec<char> = piece.chars().collect();
-        let mut cur = String::new();
-        for i in 0..chars.len() {
-            let c = chars[i];
-            if i > 0 && !cur.is_empty() {
-                let prev = chars[i - 1];
-                let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+        let mut part_start = 0;
+        let mut prev: Option<char> = None;
+        let mut chars = piece.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if let Some(prev) = prev {
+                let next_lower = chars.peek().is_some_and(|&(_, n)| n.is_lowercase());
                 let boundary = (prev.is_lowercase() && c.is_uppercase())
                     || (prev.is_uppercase() && c.is_uppercase() && next_lower)
                     || (prev.is_numeric() && c.is_uppercase());
                 if boundary {
-                    parts.push(std::mem::take(&mut cur));
+                    parts.push(&piece[part_start..i]);
+                    part_start = i;
                 }
             }
-            cur.push(c);
+            prev = Some(c);
         }
-        if !cur.is_empty() {
-            parts.push(cur);
-        }
+        parts.push(&piece[part_start..]);
     }
-    parts
 }
 
 /// The tantivy tokenizer: emits each chunk whole, then its parts, with increasing positions.
 #[derive(Clone, Default)]
 pub struct IdentifierTokenizer {
+    /// The tokens of the last text: the first `len`. Those after keep their strings' memory for
+    /// the next text, so a token costs no allocation once the vector has grown.
     tokens: Vec<Token>,
+    len: usize,
 }
 
 pub struct VecTokenStream<'a> {
@@ -188,36 +211,49 @@ impl Tokenizer for IdentifierTokenizer {
     type TokenStream<'a> = VecTokenStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream<'a> {
-        self.fill(text);
-        VecTokenStream {
-            tokens: &mut self.tokens,
-            index: 0,
-        }
+        self.fill(text, |raw, term| term.push_str(raw));
+        self.stream()
     }
 }
 
 impl IdentifierTokenizer {
-    /// The tokens of `text`, in `self.tokens`.
-    fn fill(&mut self, text: &str) {
-        self.tokens.clear();
+    /// Tokenize `text` into `self.tokens`; `term(raw, text)` writes a token's text into the
+    /// emptied `text`.
+    fn fill(&mut self, text: &str, mut term: impl FnMut(&str, &mut String)) {
+        self.len = 0;
         let mut position = 0usize;
-        for c in chunks(text) {
-            let mut push = |t: &str, pos: usize| {
-                if t.len() <= MAX_TOKEN_BYTES {
-                    self.tokens.push(Token {
-                        offset_from: c.start,
-                        offset_to: c.end,
-                        position: pos,
-                        text: t.to_string(),
-                        position_length: 1,
-                    });
-                }
-            };
-            push(&c.whole, position);
-            for (i, p) in c.parts.iter().enumerate() {
-                push(p, position + i);
+        let mut parts = Vec::new();
+        let (tokens, len) = (&mut self.tokens, &mut self.len);
+        let mut push = |raw: &str, start: usize, end: usize, position: usize| {
+            if raw.len() > MAX_TOKEN_BYTES {
+                return;
             }
-            position += c.parts.len().max(1);
+            if *len == tokens.len() {
+                tokens.push(Token::default());
+            }
+            let t = &mut tokens[*len];
+            *len += 1;
+            t.offset_from = start;
+            t.offset_to = end;
+            t.position = position;
+            t.position_length = 1;
+            t.text.clear();
+            term(raw, &mut t.text);
+        };
+        each_chunk(text, &mut parts, |whole, start, parts| {
+            let end = start + whole.len();
+            push(whole, start, end, position);
+            for (i, p) in parts.iter().enumerate() {
+                push(p, start, end, position + i);
+            }
+            position += parts.len().max(1);
+        });
+    }
+
+    fn stream(&mut self) -> VecTokenStream<'_> {
+        VecTokenStream {
+            tokens: &mut self.tokens[..self.len],
+            index: 0,
         }
     }
 }
@@ -258,29 +294,21 @@ impl Tokenizer for IndexTokenizer {
     type TokenStream<'a> = VecTokenStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> VecTokenStream<'a> {
-        self.inner.fill(text);
         TERM_CACHE.with_borrow_mut(|cache| {
             if cache.terms.len() > TERM_CACHE_LIMIT {
                 cache.terms.clear();
             }
-            for t in &mut self.inner.tokens {
-                match cache.terms.get(t.text.as_str()) {
-                    Some(term) => {
-                        t.text.clear();
-                        t.text.push_str(term);
-                    }
+            self.inner
+                .fill(text, |raw, term| match cache.terms.get(raw) {
+                    Some(known) => term.push_str(known),
                     None => {
-                        let term = cache.norm.norm(&t.text);
-                        let raw = std::mem::replace(&mut t.text, term);
-                        cache.terms.insert(raw.into(), t.text.as_str().into());
+                        let normalised = cache.norm.norm(raw);
+                        term.push_str(&normalised);
+                        cache.terms.insert(raw.into(), normalised.into());
                     }
-                }
-            }
+                });
         });
-        VecTokenStream {
-            tokens: &mut self.inner.tokens,
-            index: 0,
-        }
+        self.inner.stream()
     }
 }
 
@@ -377,8 +405,13 @@ mod tests {
 
     #[test]
     fn camel_case_acronyms_and_trailing_punctuation() {
-        assert_eq!(split_parts("HTTPServer"), vec!["HTTP", "Server"]);
-        assert_eq!(split_parts("utf8Decode"), vec!["utf8", "Decode"]);
+        let parts = |s| {
+            let mut parts = Vec::new();
+            split_parts(s, &mut parts);
+            parts
+        };
+        assert_eq!(parts("HTTPServer"), vec!["HTTP", "Server"]);
+        assert_eq!(parts("utf8Decode"), vec!["utf8", "Decode"]);
         let c = chunks("See the end. (foo.bar)");
         let wholes: Vec<&str> = c.iter().map(|c| c.whole.as_str()).collect();
         assert_eq!(wholes, vec!["See", "the", "end", "foo.bar"]);
@@ -428,6 +461,172 @@ mod tests {
             tokens_of(&mut cached, texts[0]),
             tokens_of(&mut chain, texts[0])
         );
+    }
+
+    /// The chunking as first written (a `String` per chunk and per part): `chunks`, which
+    /// slices the text instead, must give exactly its chunks.
+    mod as_first_written {
+        use super::super::{Chunk, is_cjk, is_joiner};
+
+        pub fn chunks(text: &str) -> Vec<Chunk> {
+            let mut out = Vec::new();
+            let mut start: Option<usize> = None;
+            let flush = |out: &mut Vec<Chunk>, s: usize, e: usize| {
+                let raw = &text[s..e];
+                let trimmed_start = raw.len() - raw.trim_start_matches(is_joiner).len();
+                let inner = raw.trim_matches(is_joiner);
+                if inner.is_empty() {
+                    return;
+                }
+                let s2 = s + trimmed_start;
+                let parts = if inner
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                {
+                    Vec::new()
+                } else if inner.chars().any(is_cjk) {
+                    cjk_parts(inner)
+                } else {
+                    split_parts(inner)
+                };
+                out.push(Chunk {
+                    parts: if parts.len() > 1 { parts } else { Vec::new() },
+                    whole: inner.to_string(),
+                    start: s2,
+                    end: s2 + inner.len(),
+                });
+            };
+            for (i, c) in text.char_indices() {
+                if c.is_alphanumeric() || is_joiner(c) {
+                    if start.is_none() {
+                        start = Some(i);
+                    }
+                } else if let Some(s) = start.take() {
+                    flush(&mut out, s, i);
+                }
+            }
+            if let Some(s) = start {
+                flush(&mut out, s, text.len());
+            }
+            out
+        }
+
+        fn cjk_parts(s: &str) -> Vec<String> {
+            let mut parts = Vec::new();
+            let mut rest = String::new();
+            let mut run: Vec<char> = Vec::new();
+            let flush_run = |run: &mut Vec<char>, parts: &mut Vec<String>| {
+                match run.len() {
+                    0 => {}
+                    1 => parts.push(run[0].to_string()),
+                    _ => parts.extend(run.windows(2).map(|w| w.iter().collect::<String>())),
+                }
+                run.clear();
+            };
+            for c in s.chars() {
+                if is_cjk(c) {
+                    if !rest.is_empty() {
+                        parts.extend(split_parts(&std::mem::take(&mut rest)));
+                    }
+                    run.push(c);
+                } else {
+                    flush_run(&mut run, &mut parts);
+                    rest.push(c);
+                }
+            }
+            flush_run(&mut run, &mut parts);
+            if !rest.is_empty() {
+                parts.extend(split_parts(&rest));
+            }
+            parts
+        }
+
+        fn split_parts(s: &str) -> Vec<String> {
+            let mut parts = Vec::new();
+            for piece in s.split(is_joiner).filter(|p| !p.is_empty()) {
+                let chars: Vec<char> = piece.chars().collect();
+                let mut cur = String::new();
+                for i in 0..chars.len() {
+                    let c = chars[i];
+                    if i > 0 && !cur.is_empty() {
+                        let prev = chars[i - 1];
+                        let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+                        let boundary = (prev.is_lowercase() && c.is_uppercase())
+                            || (prev.is_uppercase() && c.is_uppercase() && next_lower)
+                            || (prev.is_numeric() && c.is_uppercase());
+                        if boundary {
+                            parts.push(std::mem::take(&mut cur));
+                        }
+                    }
+                    cur.push(c);
+                }
+                if !cur.is_empty() {
+                    parts.push(cur);
+                }
+            }
+            parts
+        }
+    }
+
+    #[test]
+    fn chunks_are_those_of_the_first_chunking() {
+        // Pieces that exercise every rule, strung together at random (a fixed seed).
+        const PIECES: &[&str] = &[
+            "parse",
+            "Config",
+            "HTTP",
+            "Server",
+            "utf8",
+            "Decode",
+            "x1Y2z3",
+            "v1.2.3",
+            "_",
+            ".",
+            "::",
+            "-",
+            "/",
+            "\\",
+            "@",
+            "'",
+            " ",
+            "  ",
+            ", ",
+            "(",
+            ")",
+            "数据库",
+            "東",
+            "データ",
+            "한국어",
+            "Größe",
+            "İstanbul",
+            "ΣΊΣΥΦΟΣ",
+            "naïve",
+            "🚀",
+            "\n",
+            "42",
+            "A",
+            "b",
+            "É",
+            "\u{00A0}",
+            "ß",
+            "ǅ",
+            "Ⅻ",
+            "٣",
+            "__init__",
+            "O'Reilly's",
+        ];
+        let mut seed: u64 = 32;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % n
+        };
+        for _ in 0..5_000 {
+            let len = 1 + next(12);
+            let text: String = (0..len).map(|_| PIECES[next(PIECES.len())]).collect();
+            assert_eq!(chunks(&text), as_first_written::chunks(&text), "{text:?}");
+        }
     }
 
     #[test]
