@@ -21,7 +21,7 @@ use tantivy::{
 use super::analyzer::{ANALYZER, analyzer};
 use crate::error::{KbError, Result};
 use crate::store::faults::{FaultPlan, FaultyDirectory};
-use crate::store::tables::{CHANGES, CONTENT, SECTION_DOCS, SECTIONS};
+use crate::store::tables::{CHANGES, CONTENT, SECTIONS};
 use crate::types::records::{ChangeKind, ChangeRecord, SectionRecord, decode};
 
 /// Folder of the index inside the database folder.
@@ -78,7 +78,6 @@ pub struct Fields {
     pub tags_text: Field,
     pub tags: Field,
     pub section_type: Field,
-    pub docids: Field,
     pub created_at: Field,
 }
 
@@ -106,7 +105,6 @@ fn schema() -> (Schema, Fields) {
         tags_text: b.add_text_field("tags_text", text),
         tags: b.add_text_field("tags", STRING),
         section_type: b.add_text_field("type", STRING),
-        docids: b.add_text_field("docids", STRING),
         created_at: b.add_i64_field(
             "created_at",
             NumericOptions::default().set_fast().set_indexed(),
@@ -212,27 +210,30 @@ impl LexicalIndex {
         }
         .map_err(|e| tantivy_err("open", e))?;
         let (expected, _) = schema();
-        if index.schema() != expected {
-            return Err(tantivy_err("open", "schema differs from this kbdb's"));
-        }
         let metas = index
             .load_metas()
             .map_err(|e| tantivy_err("read metas", e))?;
-        let seq = metas
-            .payload
-            .as_deref()
+        let payload = metas.payload.as_deref();
+        // An index of ours (by its payload) that this kbdb would not build as it is: rebuilt.
+        let ours = payload.is_some_and(|p| p.starts_with("kbdb-lexical-v1 "));
+        if index.schema() != expected {
+            if ours {
+                // The fields of an earlier kbdb (a `docids` field before the document filters
+                // read the store).
+                tracing::info!("the lexical index has the fields of an earlier kbdb");
+                return Ok(None);
+            }
+            return Err(tantivy_err("open", "schema differs from this kbdb's"));
+        }
+        let seq = payload
             .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
             .and_then(|s| s.parse::<u64>().ok());
         let Some(seq) = seq else {
-            if metas.payload.as_deref() == Some(REBUILDING_PAYLOAD) {
+            if payload == Some(REBUILDING_PAYLOAD) {
                 tracing::info!("the last rebuild of the lexical index did not finish");
                 return Ok(None);
             }
-            if metas
-                .payload
-                .as_deref()
-                .is_some_and(|p| p.starts_with("kbdb-lexical-v1 "))
-            {
+            if ours {
                 tracing::info!("the lexical index was built with an older text analysis");
                 return Ok(None);
             }
@@ -321,7 +322,6 @@ impl LexicalIndex {
         let txn = db.begin_read()?;
         let sections = txn.open_table(SECTIONS)?;
         let content = txn.open_table(CONTENT)?;
-        let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
         let changes = txn.open_table(CHANGES)?;
         let total = redb::ReadableTableMetadata::len(&sections)?;
         let mut n = 0;
@@ -333,11 +333,8 @@ impl LexicalIndex {
             let rec: SectionRecord = decode("sections", kbid, v.value())?;
             let bytes =
                 crate::store::txn::record_content_unverified(&content, &rec)?.unwrap_or_default();
-            let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
             self.uncommitted_bytes += bytes.len();
-            ops.push(UserOperation::Add(
-                self.document(kbid, &rec, &bytes, &docids),
-            ));
+            ops.push(UserOperation::Add(self.document(kbid, &rec, &bytes)));
             if ops.len() == BATCH {
                 self.send(std::mem::take(&mut ops))?;
                 if self.uncommitted_bytes >= MAX_UNCOMMITTED_BYTES {
@@ -429,7 +426,6 @@ impl LexicalIndex {
         }
         let sections = txn.open_table(SECTIONS)?;
         let content = txn.open_table(CONTENT)?;
-        let section_docs = txn.open_multimap_table(SECTION_DOCS)?;
         let mut ops = Vec::with_capacity(touched.len().min(BATCH) * 2);
         let mut sections_in_ops = 0;
         for (kbid, &maybe_indexed) in &touched {
@@ -444,11 +440,8 @@ impl LexicalIndex {
                 let rec: SectionRecord = decode("sections", kbid, v.value())?;
                 let bytes = crate::store::txn::record_content_unverified(&content, &rec)?
                     .unwrap_or_default();
-                let docids = crate::store::txn::multimap_values(&section_docs, kbid)?;
                 self.uncommitted_bytes += bytes.len();
-                ops.push(UserOperation::Add(
-                    self.document(kbid, &rec, &bytes, &docids),
-                ));
+                ops.push(UserOperation::Add(self.document(kbid, &rec, &bytes)));
             }
             sections_in_ops += 1;
             if sections_in_ops == BATCH {
@@ -463,13 +456,7 @@ impl LexicalIndex {
     }
 
     /// The index document of a section.
-    fn document(
-        &self,
-        kbid: &str,
-        rec: &SectionRecord,
-        bytes: &[u8],
-        docids: &[String],
-    ) -> TantivyDocument {
+    fn document(&self, kbid: &str, rec: &SectionRecord, bytes: &[u8]) -> TantivyDocument {
         let f = self.fields;
         let created = chrono::DateTime::parse_from_rfc3339(&rec.created_at)
             .map(|d| d.timestamp_millis())
@@ -489,9 +476,6 @@ impl LexicalIndex {
         for t in &rec.tags {
             d.add_text(f.tags, t);
             d.add_text(f.tags_text, t);
-        }
-        for id in docids {
-            d.add_text(f.docids, id);
         }
         if !rec.section_type.starts_with("image/") {
             let text = String::from_utf8_lossy(bytes);
@@ -835,6 +819,117 @@ mod tests {
         let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
         assert_eq!(hits.items.len(), 1);
         assert!(kb.check().unwrap().ok);
+    }
+
+    /// A document taking or giving up a section changes nothing in the index (it holds nothing
+    /// of a section's documents: the docid filters read them from the store), while a change of
+    /// the section itself re-indexes it.
+    #[test]
+    fn a_document_taking_a_section_does_not_reindex_it() {
+        use crate::writes::{WriteOp, WriteOutcome};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let learn = |text: &str, docid: &str, tags: &[&str]| {
+            let op = WriteOp::Learn(crate::LearnRequest {
+                docid: Some(docid.to_string()),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+                ..crate::LearnRequest::text(text)
+            });
+            match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
+                Ok(WriteOutcome::Learned(l)) => l.kbid,
+                other => panic!("{other:?}"),
+            }
+        };
+        // Documents ever added to the index, deleted ones included.
+        let added = |kb: &crate::Kb| {
+            indexed_once(kb);
+            let lexical = kb.lexical().unwrap();
+            lexical.reader.reload().unwrap();
+            let searcher = lexical.reader.searcher();
+            let max: u32 = searcher.segment_readers().iter().map(|r| r.max_doc()).sum();
+            let deleted: u32 = searcher
+                .segment_readers()
+                .iter()
+                .map(|r| r.num_deleted_docs())
+                .sum();
+            (max, deleted)
+        };
+        let found_in = |docid: &str| {
+            let mut req = crate::SearchRequest::new("shared boilerplate");
+            req.docid = Some(docid.to_string());
+            kb.search(&req).unwrap().items.len()
+        };
+        // Two sections in the index's first segment: a re-indexed one leaves a deleted document
+        // behind (a segment whose documents are all deleted is dropped, and would hide it).
+        let a = learn("shared boilerplate of every page", "pages/one", &[]);
+        learn("a filler section of its own", "pages/filler", &[]);
+        assert_eq!(added(&kb), (2, 0));
+        assert_eq!(
+            learn("shared boilerplate of every page", "pages/two", &[]),
+            a
+        );
+        assert_eq!(
+            added(&kb),
+            (2, 0),
+            "taken by a second document: not re-indexed"
+        );
+        assert_eq!((found_in("pages/one"), found_in("pages/two")), (1, 1));
+        assert_eq!(found_in("pages/three"), 0);
+        // The first document is rewritten without it: it is no longer found under it.
+        let op = WriteOp::LearnDocument {
+            docid: "pages/one".into(),
+            markdown: "# Other\n\nnothing in common here".into(),
+            title: None,
+            metadata: None,
+            tags: Vec::new(),
+        };
+        kb.write_group_unindexed(vec![op])
+            .unwrap()
+            .remove(0)
+            .unwrap();
+        assert_eq!((found_in("pages/one"), found_in("pages/two")), (0, 1));
+        assert_eq!(
+            added(&kb),
+            (3, 0),
+            "giving it up did not re-index it either"
+        );
+        // A change of the section itself (a tag) does.
+        learn("shared boilerplate of every page", "pages/two", &["tagged"]);
+        assert_eq!(added(&kb), (4, 1));
+        assert!(kb.check().unwrap().ok);
+    }
+
+    /// An index of this kbdb's making with the fields of an earlier one (a `docids` field) is
+    /// rebuilt when the database opens, and searches find what the store holds.
+    #[test]
+    fn an_index_with_the_fields_of_an_earlier_kbdb_is_rebuilt() {
+        let tmp = tempfile::tempdir().unwrap();
+        {
+            let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+            kb.learn(crate::LearnRequest::text(
+                "facts kept across an index layout change",
+            ))
+            .unwrap();
+        }
+        let path = tmp.path().join(INDEX_DIR);
+        std::fs::remove_dir_all(&path).unwrap();
+        std::fs::create_dir_all(&path).unwrap();
+        let (current, _) = schema();
+        let mut earlier = Schema::builder();
+        for (_, entry) in current.fields() {
+            earlier.add_field(entry.clone());
+        }
+        earlier.add_text_field("docids", STRING);
+        let index = Index::create_in_dir(&path, earlier.build()).unwrap();
+        let mut writer: IndexWriter = index.writer(15_000_000).unwrap();
+        let mut commit = writer.prepare_commit().unwrap();
+        commit.set_payload(&format!("{PAYLOAD_PREFIX}0"));
+        commit.commit().unwrap();
+        drop(writer);
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let hits = kb.search(&crate::SearchRequest::new("layout")).unwrap();
+        assert_eq!(hits.items.len(), 1);
+        assert_eq!(kb.lexical().unwrap().index.schema(), current);
     }
 
     /// A catch-up that stops part-way (here at a record it cannot read) leaves none of its

@@ -251,14 +251,16 @@ impl Kb {
             use types::records::ChangeKind::*;
             let kind = match c.kind {
                 SectionAdded => "section_added",
-                SectionChanged => "section_changed",
+                SectionChanged | SectionDocsChanged => "section_changed",
                 SectionRemoved => "section_removed",
                 DocumentChanged => "document_changed",
                 DocumentRemoved => "document_removed",
                 ModelsChanged => "models_changed",
             };
             let section_type = match c.kind {
-                SectionAdded | SectionChanged => t.section(&c.id)?.map(|r| r.section_type),
+                SectionAdded | SectionChanged | SectionDocsChanged => {
+                    t.section(&c.id)?.map(|r| r.section_type)
+                }
                 _ => None,
             };
             out.push(ChangeEvent {

@@ -433,6 +433,29 @@ impl Filters {
     }
 }
 
+/// A filter to the sections of these documents, as the store lists them: the index holds nothing
+/// of a section's documents, so that a document taking a section costs the index nothing.
+fn sections_of_documents<'d>(
+    store: &ReadTables,
+    fields: &Fields,
+    docids: impl Iterator<Item = &'d String>,
+) -> Result<Box<dyn Query>> {
+    let mut kbids = Vec::new();
+    for docid in docids {
+        if let Some(doc) = store.document(docid)? {
+            kbids.extend(
+                doc.kbids
+                    .iter()
+                    .map(|k| tantivy::Term::from_field_text(fields.kbid, k)),
+            );
+        }
+    }
+    Ok(Box::new(tantivy::query::ConstScoreQuery::new(
+        Box::new(tantivy::query::TermSetQuery::new(kbids)),
+        0.0,
+    )))
+}
+
 /// Run a search against a searcher of the lexical index and a read snapshot of the store.
 pub(crate) fn run(
     req: &SearchRequest,
@@ -505,17 +528,10 @@ pub(crate) fn run(
         filters.push(query::filter(fields.section_type, t));
     }
     if let Some(d) = &docid {
-        filters.push(query::filter(fields.docids, d));
+        filters.push(sections_of_documents(store, fields, std::iter::once(d))?);
     }
     if let Some(allowed) = documents {
-        filters.push(Box::new(tantivy::query::ConstScoreQuery::new(
-            Box::new(tantivy::query::TermSetQuery::new(
-                allowed
-                    .iter()
-                    .map(|d| tantivy::Term::from_field_text(fields.docids, d)),
-            )),
-            0.0,
-        )));
+        filters.push(sections_of_documents(store, fields, allowed.iter())?);
     }
     let has_filters = !filters.is_empty();
 

@@ -274,15 +274,14 @@ impl<'t> WriteTables<'t> {
     pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
         self.doc_sections.insert(docid, kbid)?;
         self.section_docs.insert(kbid, docid)?;
-        // The section's docids changed: derived indexes must re-read it.
-        self.log(ChangeKind::SectionChanged, kbid)?;
+        self.log(ChangeKind::SectionDocsChanged, kbid)?;
         Ok(())
     }
 
     pub fn remove_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
         self.doc_sections.remove(docid, kbid)?;
         self.section_docs.remove(kbid, docid)?;
-        self.log(ChangeKind::SectionChanged, kbid)?;
+        self.log(ChangeKind::SectionDocsChanged, kbid)?;
         self.maybe_detached.insert(kbid.to_string());
         Ok(())
     }
@@ -352,14 +351,25 @@ impl<'t> WriteTables<'t> {
     /// batch, needs one entry, not one per step. A removal is always logged.
     pub fn log(&mut self, kind: ChangeKind, id: &str) -> Result<()> {
         use ChangeKind::*;
-        let logged = if matches!(kind, SectionAdded | SectionChanged | SectionRemoved) {
+        let logged = if matches!(
+            kind,
+            SectionAdded | SectionChanged | SectionRemoved | SectionDocsChanged
+        ) {
             &mut self.logged_sections
         } else {
             &mut self.logged_documents
         };
+        // What an entry already logged in this transaction says for this one: an addition or a
+        // change covers a later change (readers read the committed state), and any of the three
+        // covers a change of the section's documents; a change after a change of documents is
+        // logged (the lexical index skips the latter).
         let said = matches!(
             (logged.get(id), kind),
             (Some(SectionAdded | SectionChanged), SectionChanged)
+                | (
+                    Some(SectionAdded | SectionChanged | SectionDocsChanged),
+                    SectionDocsChanged
+                )
                 | (Some(DocumentChanged), DocumentChanged)
         );
         if said {

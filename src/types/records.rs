@@ -284,6 +284,11 @@ pub enum ChangeKind {
     DocumentRemoved,
     /// The collection's models were replaced (id `models`).
     ModelsChanged,
+    /// A document took or gave up the section (id the kbid); the section itself is unchanged.
+    /// Subscribers are told `section_changed`; the lexical index and embeddings, which hold
+    /// nothing of a section's documents, skip it (a section shared by a thousand documents was
+    /// re-indexed with each one that took it).
+    SectionDocsChanged,
 }
 
 /// One entry of the change log that derived indexes replay.

@@ -20,6 +20,7 @@ mod m0014_nfc_docids;
 mod m0015_record_checksums;
 mod m0016_compressed_content;
 mod m0017_compact_records;
+mod m0018_section_docs_changes;
 
 use redb::WriteTransaction;
 
@@ -116,5 +117,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 17,
         name: "compact_records",
         apply: m0017_compact_records::apply,
+    },
+    Migration {
+        version: 18,
+        name: "section_docs_changes",
+        apply: m0018_section_docs_changes::apply,
     },
 ];
