@@ -97,7 +97,7 @@ fn schema() -> (Schema, Fields) {
     );
     let fields = Fields {
         kbid: b.add_text_field("kbid", STRING | STORED),
-        kbid_key: b.add_u64_field("kbid_key", FAST),
+        kbid_key: b.add_u64_field(KBID_KEY_FIELD, FAST),
         heading: b.add_text_field("heading", text.clone()),
         body: b.add_text_field("body", text.clone()),
         code: b.add_text_field("code", text.clone()),
@@ -636,6 +636,9 @@ fn new_writer(index: &Index) -> Result<IndexWriter> {
 }
 
 /// The tie-breaking key of a kbid.
+/// Name of the `kbid_key` field (the document filters read its column by name).
+pub const KBID_KEY_FIELD: &str = "kbid_key";
+
 pub fn kbid_key(kbid: &str) -> u64 {
     crate::text::shingles::fnv1a(kbid.as_bytes())
 }
