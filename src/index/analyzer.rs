@@ -52,7 +52,7 @@ pub fn chunks(text: &str) -> Vec<Chunk> {
 
 /// The chunks of `text` without copying them (what `chunks` returns, as slices of `text`):
 /// `f(whole, start, parts)` for each, `parts` empty unless the chunk is compound. Indexing
-/// tokenizes every section through this, so it allocates nothing once `parts` has grown.
+/// tokenizes every section through this: its only allocation is `parts` growing.
 fn each_chunk<'a>(
     text: &'a str,
     parts: &mut Vec<&'a str>,
@@ -121,11 +121,11 @@ fn cjk_parts<'a>(s: &'a str, parts: &mut Vec<&'a str>) {
     let mut rest: Option<usize> = None;
     let flush_run = |run_start: usize, end: usize, parts: &mut Vec<&'a str>| {
         let run = &s[run_start..end];
-        let mut chars = run.char_indices().peekable();
         if run.chars().nth(1).is_none() {
             parts.push(run);
             return;
         }
+        let mut chars = run.char_indices().peekable();
         while let Some((i, _)) = chars.next() {
             let Some(&(j, c)) = chars.peek() else { break };
             parts.push(&run[i..j + c.len_utf8()]);

@@ -635,10 +635,11 @@ fn new_writer(index: &Index) -> Result<IndexWriter> {
     Ok(writer)
 }
 
-/// The tie-breaking key of a kbid.
 /// Name of the `kbid_key` field (the document filters read its column by name).
 pub const KBID_KEY_FIELD: &str = "kbid_key";
 
+/// The key of a kbid in the index: the tie-breaker of equal scores, and what the document
+/// filters look up.
 pub fn kbid_key(kbid: &str) -> u64 {
     crate::text::shingles::fnv1a(kbid.as_bytes())
 }
@@ -878,6 +879,13 @@ mod tests {
         );
         assert_eq!((found_in("pages/one"), found_in("pages/two")), (1, 1));
         assert_eq!(found_in("pages/three"), 0);
+        // Subscribers are told as before: the section changed.
+        let last = kb.changes_since(0).unwrap();
+        assert!(
+            last.iter()
+                .any(|c| c.kind == "section_changed" && c.id == a && c.section_type.is_some()),
+            "{last:?}"
+        );
         // The first document is rewritten without it: it is no longer found under it.
         let op = WriteOp::LearnDocument {
             docid: "pages/one".into(),
