@@ -585,28 +585,45 @@ fn files(dir: &Path) -> BTreeMap<String, u64> {
     out
 }
 
+/// Copy a folder. An index folder of an open database changes while it is read: tantivy's lock
+/// files come and go, and its merges and garbage collection remove segment files that a copy
+/// listed a moment before. Such a copy is a mix of two states, so it is made again (after a
+/// pause, up to 20 times) until one pass finds every file it listed.
 fn copy_tree(from: &Path, to: &Path) {
+    for _ in 0..20 {
+        if let Ok(()) = try_copy_tree(from, to) {
+            return;
+        }
+        std::fs::remove_dir_all(to).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} kept changing while it was copied", from.display());
+}
+
+/// Copy a folder; Err when a file it listed was gone when copied (a lock file excepted: those
+/// hold nothing).
+fn try_copy_tree(from: &Path, to: &Path) -> Result<(), ()> {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let target = to.join(e.file_name());
-        // tantivy's lock files (`.tantivy-meta.lock`…) come and go with its background work
-        // on a live index and hold nothing: one listed may be gone when it is copied.
         let lock = e.file_name().to_string_lossy().starts_with(".tantivy-");
         let copied = e.metadata().and_then(|m| {
             if m.is_dir() {
-                copy_tree(&e.path(), &target);
-                Ok(0)
+                try_copy_tree(&e.path(), &target).map_err(|()| std::io::ErrorKind::NotFound.into())
             } else {
-                std::fs::copy(e.path(), &target)
+                std::fs::copy(e.path(), &target).map(|_| ())
             }
         });
         match copied {
-            Err(err) if lock && err.kind() == std::io::ErrorKind::NotFound => {}
-            other => {
-                other.unwrap();
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                if !lock {
+                    return Err(());
+                }
             }
+            other => other.unwrap(),
         }
     }
+    Ok(())
 }
 
 #[test]

@@ -659,15 +659,19 @@ mod damaged {
                 .unwrap()
                 .insert("ghost", encode(&ghost).as_slice())
                 .unwrap();
-            txn.open_multimap_table(DOC_SECTIONS)
-                .unwrap()
-                .insert("ghost", nothing.as_str())
-                .unwrap();
+            let mut memberships = txn.open_multimap_table(SECTION_DOCS).unwrap();
+            memberships.insert(nothing.as_str(), "ghost").unwrap();
             // manifest_mismatch: a membership row lost.
-            txn.open_multimap_table(DOC_SECTIONS)
+            memberships.remove(member.as_str(), "m").unwrap();
+            // manifest_mismatch: a membership row the manifest does not list.
+            memberships.insert(v1.as_str(), "stray").unwrap();
+            let mut stray = DocumentRecord::empty("2026-01-01T00:00:00Z");
+            stray.kbids = vec![member.clone()];
+            txn.open_table(DOCUMENTS)
                 .unwrap()
-                .remove("m", member.as_str())
+                .insert("stray", encode(&stray).as_slice())
                 .unwrap();
+            memberships.insert(member.as_str(), "stray").unwrap();
         });
         let (code, v) = run_json(&db, &["check"]);
         assert_eq!(code, 7);
@@ -681,6 +685,7 @@ mod damaged {
             ("broken_reference", "ghost"),
             ("broken_reference", a.as_str()),
             ("manifest_mismatch", "m"),
+            ("manifest_mismatch", "stray"),
         ] {
             assert!(
                 found.contains(&(expected.0.to_string(), expected.1.to_string())),
@@ -1282,16 +1287,14 @@ fn check_after_ordinary_edits_exits_0_and_lists_each_finding_once() {
     // what edits detached, or changed by other means): the document's history. Still no damage.
     db.stop_daemon();
     {
-        use kbdb::store::tables::{DOC_SECTIONS, DOCUMENTS, SECTION_DOCS};
+        use kbdb::store::tables::{DOCUMENTS, SECTION_DOCS};
         use redb::ReadableDatabase;
         let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
         let txn = store.begin_write().unwrap();
         {
             let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
-            let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
             for k in &old {
                 sd.remove(k.as_str(), "old-b").unwrap();
-                ds.remove("old-b", k.as_str()).unwrap();
             }
             txn.open_table(DOCUMENTS).unwrap().remove("old-b").unwrap();
         }
@@ -1350,8 +1353,6 @@ mod upgrade {
             {
                 let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
                 sd.remove(kbid.as_str(), "notes").unwrap();
-                let mut ds = txn.open_multimap_table(DOC_SECTIONS).unwrap();
-                ds.remove("notes", kbid.as_str()).unwrap();
                 let mut docs = txn.open_table(DOCUMENTS).unwrap();
                 let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
                 let mut rec: kbdb::types::records::DocumentRecord =

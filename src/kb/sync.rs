@@ -748,19 +748,15 @@ mod tests {
                 t.insert(nfd, bytes.as_slice()).unwrap();
             }
             {
-                let mut doc_sections = txn
-                    .open_multimap_table(crate::store::tables::DOC_SECTIONS)
-                    .unwrap();
-                let kbids: Vec<String> = doc_sections
-                    .remove_all(nfc)
-                    .unwrap()
-                    .map(|v| v.unwrap().value().to_string())
-                    .collect();
+                use redb::ReadableTable;
+                let documents = txn.open_table(crate::store::tables::DOCUMENTS).unwrap();
+                let bytes = documents.get(nfd).unwrap().unwrap().value().to_vec();
+                let doc: crate::types::records::DocumentRecord =
+                    crate::types::records::decode("documents", nfd, &bytes).unwrap();
                 let mut section_docs = txn
                     .open_multimap_table(crate::store::tables::SECTION_DOCS)
                     .unwrap();
-                for k in &kbids {
-                    doc_sections.insert(nfd, k.as_str()).unwrap();
+                for k in &doc.kbids {
                     section_docs.remove(k.as_str(), nfc).unwrap();
                     section_docs.insert(k.as_str(), nfd).unwrap();
                 }

@@ -6,7 +6,7 @@ use redb::{ReadTransaction, ReadableMultimapTable, ReadableTable, ReadableTableM
 
 use crate::error::Result;
 use crate::references;
-use crate::store::tables::{DOC_SECTIONS, TAGS};
+use crate::store::tables::{SECTION_DOCS, TAGS};
 use crate::store::txn::ReadTables;
 use crate::text::markers::Target;
 use crate::types::kbid;
@@ -612,11 +612,10 @@ pub(crate) fn check(
     });
     r.damaged_if("tags", outcome);
 
-    // Documents: manifests against sections and the membership tables.
+    // Documents: manifests against sections and the membership table, both ways.
     let mut documents_checked = 0u64;
     let mut docs: HashMap<String, DocumentRecord> = HashMap::new();
     let outcome = guarded(|| -> Result<()> {
-        let doc_sections = txn.open_multimap_table(DOC_SECTIONS)?;
         for row in t.documents.iter()? {
             let (k, v) = row?;
             let docid = k.value();
@@ -652,39 +651,42 @@ pub(crate) fn check(
                 );
             }
             let listed: HashSet<&String> = doc.kbids.iter().collect();
-            let members: HashSet<String> =
-                crate::store::txn::multimap_values(&doc_sections, docid)?
-                    .into_iter()
-                    .collect();
             for k in &listed {
-                if !members.contains(*k) {
+                if !t.docs_of(k)?.iter().any(|d| d == docid) {
                     r.error(
                         "manifest_mismatch",
                         docid,
                         format!("the manifest lists {k} but the membership table does not"),
                     );
-                } else if !t.docs_of(k)?.iter().any(|d| d == docid) {
-                    r.error(
-                        "manifest_mismatch",
-                        docid,
-                        format!("{k} is a member, but its section-side membership is missing"),
-                    );
-                }
-            }
-            for k in &members {
-                if !listed.contains(k) {
-                    r.error(
-                        "manifest_mismatch",
-                        docid,
-                        format!("the membership table holds {k} but the manifest does not list it"),
-                    );
                 }
             }
             docs.insert(docid.to_string(), doc);
         }
+        // The other way: each membership row names a document whose manifest lists the section.
+        let listed: HashSet<(&str, &str)> = docs
+            .iter()
+            .flat_map(|(docid, doc)| doc.kbids.iter().map(move |k| (docid.as_str(), k.as_str())))
+            .collect();
+        for row in txn.open_multimap_table(SECTION_DOCS)?.iter()? {
+            let (k, values) = row?;
+            let kbid = k.value();
+            for docid in values {
+                let docid = docid?;
+                let docid = docid.value();
+                if !listed.contains(&(docid, kbid)) {
+                    r.error(
+                        "manifest_mismatch",
+                        docid,
+                        format!(
+                            "the membership table holds {kbid} but the manifest does not list it"
+                        ),
+                    );
+                }
+            }
+        }
         Ok(())
     });
-    r.damaged_if("documents, doc_sections, section_docs", outcome);
+    r.damaged_if("documents, section_docs", outcome);
 
     // References: every marker must resolve; cycles are reported as warnings.
     let mut references_checked = 0u64;

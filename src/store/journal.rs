@@ -56,6 +56,8 @@ pub enum TableId {
     Sections,
     Content,
     Documents,
+    /// `doc_sections`, in journals of schema 18 and before (replayed before migration 0019
+    /// drops the table; never written since).
     DocSections,
     SectionDocs,
     Tags,

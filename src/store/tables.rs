@@ -15,7 +15,8 @@ pub const CONTENT: TableDefinition<u64, &[u8]> = TableDefinition::new("section_c
 pub const CONTENT_BY_KBID: TableDefinition<&str, &[u8]> = TableDefinition::new("content");
 /// `documents`: docid → versioned `DocumentRecord` (the ordered manifest).
 pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
-/// `doc_sections`: docid → kbid (membership, document side).
+/// `doc_sections`: docid → kbid (migrations 0001–0018; dropped by 0019: a document's sections
+/// are those its record lists).
 pub const DOC_SECTIONS: MultimapTableDefinition<&str, &str> =
     MultimapTableDefinition::new("doc_sections");
 /// `section_docs`: kbid → docid (membership, section side).

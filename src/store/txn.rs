@@ -11,6 +11,10 @@ use super::tables::*;
 use crate::error::{KbError, Result};
 use crate::types::records::{self, ChangeKind, ChangeRecord, DocumentRecord, SectionRecord};
 
+/// Up to this many documents, `WriteTables::holds` looks for the document among the section's;
+/// past it, for the section in the document's manifest.
+pub(crate) const HOLDS_SCAN_DOCS: u64 = 64;
+
 pub struct WriteTables<'t> {
     pub sections: Logged<'t, &'static str, &'static [u8]>,
     content: Logged<'t, u64, &'static [u8]>,
@@ -18,7 +22,6 @@ pub struct WriteTables<'t> {
     /// needed).
     next_content_seq: Option<u64>,
     pub documents: Logged<'t, &'static str, &'static [u8]>,
-    pub doc_sections: LoggedMultimap<'t, &'static str, &'static str>,
     pub section_docs: LoggedMultimap<'t, &'static str, &'static str>,
     pub tags: LoggedMultimap<'t, &'static str, &'static str>,
     pub changes: Logged<'t, u64, &'static [u8]>,
@@ -105,7 +108,6 @@ impl<'t> WriteTables<'t> {
             content: Logged::new(txn.open_table(CONTENT)?, logging),
             next_content_seq: None,
             documents: Logged::new(txn.open_table(DOCUMENTS)?, logging),
-            doc_sections: LoggedMultimap::new(txn.open_multimap_table(DOC_SECTIONS)?, logging),
             section_docs: LoggedMultimap::new(txn.open_multimap_table(SECTION_DOCS)?, logging),
             tags: LoggedMultimap::new(txn.open_multimap_table(TAGS)?, logging),
             changes,
@@ -138,7 +140,6 @@ impl<'t> WriteTables<'t> {
             (TableId::Sections, self.sections.take_log()),
             (TableId::Content, self.content.take_log()),
             (TableId::Documents, self.documents.take_log()),
-            (TableId::DocSections, self.doc_sections.take_log()),
             (TableId::SectionDocs, self.section_docs.take_log()),
             (TableId::Tags, self.tags.take_log()),
             (TableId::Changes, self.changes.take_log()),
@@ -249,37 +250,37 @@ impl<'t> WriteTables<'t> {
         multimap_values(&*self.section_docs, kbid)
     }
 
-    /// Whether document `docid` holds section `kbid`, reading the shorter of the two membership
-    /// lists: a boilerplate section (a "Contents" heading) is in thousands of documents, and
-    /// listing all of them for each new one made a bulk load quadratic in the repeats.
+    /// Whether document `docid` holds section `kbid`: the section's documents when they are
+    /// few, else the document's manifest. A boilerplate section (a "Contents" heading) is in
+    /// thousands of documents, and listing all of them for each new one made a bulk load
+    /// quadratic in the repeats; a document lists each of its sections once.
     pub fn holds(&self, docid: &str, kbid: &str) -> Result<bool> {
         let docs = self.section_docs.get(kbid)?;
-        let sections = self.doc_sections.get(docid)?;
-        if docs.len() <= sections.len() {
+        if docs.len() <= HOLDS_SCAN_DOCS {
             for d in docs {
                 if d?.value() == docid {
                     return Ok(true);
                 }
             }
-        } else {
-            for k in sections {
-                if k?.value() == kbid {
-                    return Ok(true);
-                }
-            }
+            return Ok(false);
         }
-        Ok(false)
+        Ok(match self.dirty_documents.get(docid) {
+            Some(cached) => cached.as_ref().is_some_and(|d| d.lists(kbid)),
+            None => get_record::<DocumentRecord>(&*self.documents, "documents", docid)?
+                .is_some_and(|d| d.lists(kbid)),
+        })
     }
 
+    /// Record that document `docid` holds section `kbid` (its manifest, the document side,
+    /// is the caller's to change).
     pub fn add_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
-        self.doc_sections.insert(docid, kbid)?;
         self.section_docs.insert(kbid, docid)?;
         self.log(ChangeKind::SectionDocsChanged, kbid)?;
         Ok(())
     }
 
+    /// Record that document `docid` no longer holds section `kbid` (see `add_membership`).
     pub fn remove_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
-        self.doc_sections.remove(docid, kbid)?;
         self.section_docs.remove(kbid, docid)?;
         self.log(ChangeKind::SectionDocsChanged, kbid)?;
         self.maybe_detached.insert(kbid.to_string());

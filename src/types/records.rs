@@ -255,6 +255,11 @@ impl From<DocumentRecordV1> for DocumentRecord {
 }
 
 impl DocumentRecord {
+    /// Whether the manifest lists section `kbid`.
+    pub fn lists(&self, kbid: &str) -> bool {
+        self.kbids.iter().any(|k| k == kbid)
+    }
+
     /// The metadata as a JSON value (None when absent or not valid JSON).
     pub fn metadata_value(&self) -> Option<serde_json::Value> {
         self.metadata

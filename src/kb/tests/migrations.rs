@@ -247,6 +247,26 @@ fn a_compaction_that_fails_after_an_upgrade_leaves_the_upgraded_database_working
     assert_eq!(kb.status().unwrap().sections, 401);
 }
 
+/// Open a database of an older schema: it is upgraded to the current one, and `gone` is no
+/// longer one of its tables.
+fn open_upgraded_without(dir: &Path, gone: redb::MultimapTableDefinition<&str, &str>) -> Kb {
+    let kb = Kb::open(dir).unwrap();
+    assert_eq!(
+        kb.status().unwrap().schema_version,
+        store::migrate::current_version()
+    );
+    assert!(
+        kb.db()
+            .unwrap()
+            .begin_read()
+            .unwrap()
+            .open_multimap_table(gone)
+            .is_err(),
+        "{gone} is gone"
+    );
+    kb
+}
+
 #[test]
 fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
     let tmp = tempfile::tempdir().unwrap();
@@ -279,20 +299,7 @@ fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
         set_schema_version(&txn, 10);
         txn.commit().unwrap();
     }
-    let kb = Kb::open(tmp.path()).unwrap();
-    assert_eq!(
-        kb.status().unwrap().schema_version,
-        store::migrate::current_version()
-    );
-    assert!(
-        kb.db()
-            .unwrap()
-            .begin_read()
-            .unwrap()
-            .open_multimap_table(SOURCE_KEYS)
-            .is_err(),
-        "the table is gone"
-    );
+    let kb = open_upgraded_without(tmp.path(), SOURCE_KEYS);
     // The index is built from the records: the key is still known after the reopen.
     let second = kb.learn(fact("deploy with just all", false)).unwrap();
     assert_eq!(second.warnings, ["source_key_exists"]);
@@ -328,6 +335,53 @@ fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
         [&skill],
         "skills are listed by their source-key prefix"
     );
+}
+
+#[test]
+fn migration_19_drops_the_document_side_membership_table_and_manifests_answer_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let into = |text: &str, docid: &str| LearnRequest {
+        docid: Some(docid.into()),
+        ..LearnRequest::text(text)
+    };
+    let many = crate::store::txn::HOLDS_SCAN_DOCS as usize + 2;
+    let shared = kb.learn(into("## Contents", "d0")).unwrap().kbid;
+    kb.learn_many(
+        (1..many)
+            .map(|i| into("## Contents", &format!("d{i}")))
+            .collect(),
+    )
+    .unwrap();
+    let own = kb.learn(into("Only in d0.", "d0")).unwrap().kbid;
+    drop(kb);
+    {
+        // Schema 18 kept each document's sections in `doc_sections` as well.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut doc_sections = txn.open_multimap_table(DOC_SECTIONS).unwrap();
+            for i in 0..many {
+                doc_sections
+                    .insert(format!("d{i}").as_str(), shared.as_str())
+                    .unwrap();
+            }
+            doc_sections.insert("d0", own.as_str()).unwrap();
+        }
+        set_schema_version(&txn, 18);
+        txn.commit().unwrap();
+    }
+    let kb = open_upgraded_without(tmp.path(), DOC_SECTIONS);
+    // Whether a document holds a section is read from its manifest now.
+    assert!(!kb.learn(into("## Contents", "d1")).unwrap().attached);
+    assert!(!kb.learn(into("Only in d0.", "d0")).unwrap().attached);
+    assert!(kb.learn(into("## Contents", "new")).unwrap().attached);
+    assert!(kb.learn(into("Only in d0.", "new")).unwrap().attached);
+    let check = kb.check().unwrap();
+    assert!(check.ok, "{check:?}");
+    // Deleting a document still detaches what only it held.
+    assert!(kb.remove_document("new").unwrap());
+    assert!(kb.check().unwrap().ok);
 }
 
 #[test]
@@ -534,20 +588,13 @@ fn migration_4_builds_the_reference_graph_of_existing_sections() {
 /// Rename a document in the raw tables, as a version that stored docids as typed would have
 /// left it.
 fn rename_raw(txn: &redb::WriteTransaction, from: &str, to: &str) {
-    use redb::ReadableMultimapTable;
     let mut docs = txn.open_table(DOCUMENTS).unwrap();
     let bytes = docs.remove(from).unwrap().unwrap().value().to_vec();
     docs.insert(to, bytes.as_slice()).unwrap();
-    let mut doc_sections = txn.open_multimap_table(DOC_SECTIONS).unwrap();
-    let kbids: Vec<String> = doc_sections
-        .get(from)
-        .unwrap()
-        .map(|v| v.unwrap().value().to_string())
-        .collect();
-    doc_sections.remove_all(from).unwrap();
+    let doc: types::records::DocumentRecord =
+        types::records::decode("documents", from, &bytes).unwrap();
     let mut section_docs = txn.open_multimap_table(SECTION_DOCS).unwrap();
-    for k in &kbids {
-        doc_sections.insert(to, k.as_str()).unwrap();
+    for k in &doc.kbids {
         section_docs.remove(k.as_str(), from).unwrap();
         section_docs.insert(k.as_str(), to).unwrap();
     }

@@ -169,10 +169,10 @@ fn unlearn_removes_every_row_that_points_at_the_section() {
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(rows(&kb), [2, 1, 1, 1, 1, 1]);
+    assert_eq!(rows(&kb), [2, 1, 1, 1, 1]);
     let seq = kb.status().unwrap().last_change_seq;
     assert!(kb.unlearn(&r.kbid).unwrap().removed);
-    assert_eq!(rows(&kb), [0, 0, 0, 0, 0, 0]);
+    assert_eq!(rows(&kb), [0, 0, 0, 0, 0]);
     assert!(
         kb.status().unwrap().last_change_seq > seq,
         "the change log records the removal"
@@ -459,39 +459,81 @@ fn a_large_group_is_prepared_in_parallel_and_answers_in_the_order_of_its_writes(
     }
 }
 
-/// A section learned into a document that already holds it is not attached twice, whichever
-/// membership list is the shorter (`WriteTables::holds` reads that one).
+/// A section learned into a document that already holds it is not attached twice, whether
+/// `WriteTables::holds` reads the section's documents (a few) or the document's manifest (a
+/// section in many documents), the manifest committed or changed earlier in the same batch.
 #[test]
-fn a_section_is_attached_to_a_document_once_whichever_membership_list_is_shorter() {
+fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     let tmp = tempfile::tempdir().unwrap();
     let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-    let learn = |text: &str, docid: &str| {
-        kb.learn(LearnRequest {
-            docid: Some(docid.into()),
-            ..LearnRequest::text(text)
-        })
-        .unwrap()
-        .attached
+    let into = |text: &str, docid: &str| LearnRequest {
+        docid: Some(docid.into()),
+        ..LearnRequest::text(text)
     };
-    // "Contents" is in four documents; "big" holds four sections. (`attached`: a section
-    // already stored joined a document; a new one is stored, not attached.)
-    assert!(!learn("## Contents", "a"));
-    for d in ["b", "c"] {
-        assert!(learn("## Contents", d));
-    }
+    let learn = |text: &str, docid: &str| kb.learn(into(text, docid)).unwrap().attached;
+    // (`attached`: a section already stored joined a document; a new one is stored, not
+    // attached.)
+    let contents = kb.learn(into("## Contents", "d0")).unwrap();
+    assert!(!contents.attached);
+    assert!(learn("## Contents", "d1"));
+    assert!(
+        !learn("## Contents", "d1"),
+        "d1 already holds it (a few documents)"
+    );
+    let many = crate::store::txn::HOLDS_SCAN_DOCS as usize + 6;
+    let batch = (2..many)
+        .map(|i| into("## Contents", &format!("d{i}")))
+        .collect();
+    assert!(
+        kb.learn_many(batch)
+            .unwrap()
+            .iter()
+            .all(|r| r.as_ref().unwrap().attached)
+    );
     for i in 0..3 {
         assert!(!learn(&format!("Big section {i}."), "big"));
     }
-    assert!(learn("## Contents", "big"));
-    // The section's list (4 documents) against the document's (1 or 4 sections).
-    assert!(!learn("## Contents", "a"), "a already holds it");
-    assert!(!learn("## Contents", "big"), "big already holds it");
-    // A section in one document, a document of four sections: the section's list is shorter.
+    // Held by `many` documents: the manifests are read, committed ones here.
+    assert!(!learn("## Contents", "d0"), "d0 already holds it");
+    assert!(!learn("## Contents", "d40"), "d40 already holds it");
+    assert!(learn("## Contents", "big"), "big did not hold it");
+    assert!(!learn("## Contents", "big"), "big holds it now");
+    // A manifest changed earlier in the same batch.
+    let out = kb
+        .learn_many(vec![
+            into("## Contents", "fresh"),
+            into("Fresh words.", "fresh"),
+            into("## Contents", "fresh"),
+        ])
+        .unwrap();
+    let attached: Vec<bool> = out.iter().map(|r| r.as_ref().unwrap().attached).collect();
+    assert_eq!(attached, [true, false, false]);
+    // A section in one document, a document of four sections.
     assert!(!learn("Big section 0.", "big"));
     assert!(learn("Big section 0.", "d"), "a new document gets it");
     let docs = kb.list_documents().unwrap();
     let count = |d: &str| docs.iter().find(|x| x.docid == d).unwrap().sections;
-    assert_eq!((count("a"), count("big"), count("d")), (1, 4, 1));
+    assert_eq!(
+        (
+            count("d0"),
+            count("d40"),
+            count("big"),
+            count("fresh"),
+            count("d")
+        ),
+        (1, 1, 4, 2, 1)
+    );
+    let req = RecallRequest::new(Some(contents.kbid), None, None, None).unwrap();
+    let Recalled::One(item) = kb.recall(&req).unwrap() else {
+        panic!("one section asked for")
+    };
+    assert_eq!(
+        item.docids.len(),
+        many + 2,
+        "d0 to d{}, big and fresh",
+        many - 1
+    );
+    assert!(kb.check().unwrap().ok);
 }
 
 #[test]

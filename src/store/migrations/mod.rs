@@ -21,6 +21,7 @@ mod m0015_record_checksums;
 mod m0016_compressed_content;
 mod m0017_compact_records;
 mod m0018_section_docs_changes;
+mod m0019_manifests_hold_doc_sections;
 
 use redb::WriteTransaction;
 
@@ -122,5 +123,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "section_docs_changes",
         apply: m0018_section_docs_changes::apply,
+    },
+    Migration {
+        version: 19,
+        name: "manifests_hold_doc_sections",
+        apply: m0019_manifests_hold_doc_sections::apply,
     },
 ];
