@@ -163,7 +163,7 @@ impl<'t> WriteTables<'t> {
 
     pub fn put_section(&mut self, kbid: &str, rec: &SectionRecord) -> Result<()> {
         self.sections
-            .insert(kbid, records::encode(rec).as_slice())?;
+            .insert(kbid, records::encode_section(kbid, rec).as_slice())?;
         Ok(())
     }
 

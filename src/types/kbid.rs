@@ -42,6 +42,24 @@ pub fn encode_kbid(digest: &[u8; 32]) -> String {
     out
 }
 
+/// The 16 digest bytes a kbid encodes (None when `s` is not a kbid): `encode_kbid`'s inverse.
+pub fn kbid_bytes(s: &str) -> Option<[u8; 16]> {
+    if !is_kbid(s) {
+        return None;
+    }
+    let mut value: u128 = 0;
+    for (i, c) in s.bytes().enumerate() {
+        let quintet = ALPHABET.iter().position(|&a| a == c)? as u128;
+        value = if i + 1 < KBID_LEN {
+            value << 5 | quintet
+        } else {
+            // The last character carries 3 data bits above 2 zero padding bits.
+            value << 3 | quintet >> 2
+        };
+    }
+    Some(value.to_be_bytes())
+}
+
 /// The kbid of preprocessed content bytes.
 pub fn kbid_of(bytes: &[u8]) -> String {
     encode_kbid(&sha256(bytes))
@@ -75,6 +93,23 @@ pub fn validate_kbid(field: &str, s: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kbid_gives_back_the_digest_bytes_it_encodes() {
+        for text in ["", "a", "hello world", "ünïcödé"] {
+            let digest = sha256(text.as_bytes());
+            let kbid = encode_kbid(&digest);
+            assert_eq!(kbid_bytes(&kbid).unwrap(), digest[..16], "{text:?}");
+        }
+        let mut ones = [0xffu8; 32];
+        assert_eq!(kbid_bytes(&encode_kbid(&ones)).unwrap(), ones[..16]);
+        ones[..16].fill(0);
+        assert_eq!(kbid_bytes(&encode_kbid(&ones)).unwrap(), [0; 16]);
+        assert_eq!(kbid_bytes("not a kbid"), None);
+        let kbid = kbid_of(b"x");
+        let padded_wrong = format!("{}1", &kbid[..KBID_LEN - 1]);
+        assert_eq!(kbid_bytes(&padded_wrong), None, "padding bits set");
+    }
 
     #[test]
     fn kbid_is_26_crockford_chars_and_stable() {

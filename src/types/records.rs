@@ -28,6 +28,11 @@ const CHECKSUM_BYTES: usize = 4;
 pub trait Record: Serialize + DeserializeOwned {
     /// Its layout in records of version 1 and 2, written before migration 0017.
     type Before0017: DeserializeOwned + Into<Self>;
+
+    /// A record of the current version from its postcard bytes, stored under `key`.
+    fn from_stored(bytes: &[u8], _key: &str) -> std::result::Result<Self, String> {
+        postcard::from_bytes(bytes).map_err(|e| e.to_string())
+    }
 }
 
 /// Record types whose layout did not change in migration 0017.
@@ -49,6 +54,14 @@ same_layout_before_0017!(
 
 impl Record for SectionRecord {
     type Before0017 = SectionRecordV3;
+
+    /// Its checksum may be stored as its second half, the first being the key's
+    /// (`encode_section`).
+    fn from_stored(bytes: &[u8], key: &str) -> std::result::Result<Self, String> {
+        postcard::from_bytes::<StoredSection>(bytes)
+            .map_err(|e| e.to_string())?
+            .into_record(Some(key))
+    }
 }
 
 impl Record for DocumentRecord {
@@ -93,7 +106,7 @@ impl Serialize for SectionRecord {
 impl<'de> Deserialize<'de> for SectionRecord {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         StoredSection::deserialize(d)?
-            .into_record()
+            .into_record(None)
             .map_err(serde::de::Error::custom)
     }
 }
@@ -328,6 +341,13 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     encode_as(RECORD_VERSION, value)
 }
 
+/// A section record to store under `kbid`: the first half of its checksum, which is the kbid's
+/// digest, is not stored again (16 bytes a section, from schema 20). `decode` completes it
+/// from the key.
+pub fn encode_section(kbid: &str, rec: &SectionRecord) -> Vec<u8> {
+    encode_as(RECORD_VERSION, &StoredSection::under(rec, kbid))
+}
+
 /// A record as kbdb wrote it before migration 0017 (version 2, in the layout `value`'s type
 /// had then): for tests that make an older database.
 pub fn encode_before_0017<T: Serialize>(value: &T) -> Vec<u8> {
@@ -371,7 +391,7 @@ pub fn decode<T: Record>(table: &'static str, key: &str, bytes: &[u8]) -> Result
                 )));
             }
             if body[0] == RECORD_VERSION {
-                postcard::from_bytes(&body[1..]).map_err(|e| corrupt(e.to_string()))
+                T::from_stored(&body[1..], key).map_err(corrupt)
             } else {
                 postcard::from_bytes::<T::Before0017>(&body[1..])
                     .map(Into::into)

@@ -88,6 +88,10 @@ pub enum Checksum<'a> {
     /// A lowercase hex SHA-256, as kbdb computes them.
     Sha256([u8; 32]),
     Text(Cow<'a, str>),
+    /// A lowercase hex SHA-256 whose first 16 bytes are those of the kbid the record is stored
+    /// under (as for every section: a kbid is the first half of its content's digest): the
+    /// last 16 bytes (from schema 20).
+    AfterKbid([u8; 16]),
 }
 
 impl<'a> Checksum<'a> {
@@ -104,10 +108,34 @@ impl<'a> Checksum<'a> {
         Checksum::Sha256(bytes)
     }
 
-    pub fn into_text(self) -> String {
+    /// The checksum of a record stored under `key`: its second half alone when its first half
+    /// is the key's kbid.
+    pub fn under(text: &'a str, key: &str) -> Self {
+        match Self::of(text) {
+            Checksum::Sha256(bytes) if kbid::kbid_bytes(key).is_some_and(|k| bytes[..16] == k) => {
+                Checksum::AfterKbid(bytes[16..].try_into().expect("16 bytes"))
+            }
+            other => other,
+        }
+    }
+
+    /// The checksum's text; `key`: the kbid the record is stored under (None: not known, which
+    /// a checksum stored as its second half cannot be read without).
+    pub fn into_text(self, key: Option<&str>) -> Result<String, String> {
         match self {
-            Checksum::Sha256(bytes) => kbid::hex(&bytes),
-            Checksum::Text(t) => t.into_owned(),
+            Checksum::Sha256(bytes) => Ok(kbid::hex(&bytes)),
+            Checksum::Text(t) => Ok(t.into_owned()),
+            Checksum::AfterKbid(rest) => {
+                let key =
+                    key.ok_or("a checksum stored as its second half, read without its key")?;
+                let first = kbid::kbid_bytes(key).ok_or_else(|| {
+                    format!(
+                        "the checksum is stored as its second half, after the kbid of the key, \
+                         and the key {key:?} is not a kbid"
+                    )
+                })?;
+                Ok(kbid::hex(&first) + &kbid::hex(&rest))
+            }
         }
     }
 }
@@ -225,6 +253,16 @@ pub struct StoredSection<'a> {
 }
 
 impl<'a> StoredSection<'a> {
+    /// The record as stored under `kbid`: its checksum's first half, which is the key, is not
+    /// stored again.
+    pub fn under(r: &'a SectionRecord, kbid: &str) -> Self {
+        StoredSection {
+            checksum: Checksum::under(&r.checksum, kbid),
+            ..Self::of(r)
+        }
+    }
+
+    /// The record as stored whatever its key (its full checksum).
     pub fn of(r: &'a SectionRecord) -> Self {
         StoredSection {
             section_type: SectionType::of(&r.section_type),
@@ -247,7 +285,8 @@ impl<'a> StoredSection<'a> {
         }
     }
 
-    pub fn into_record(self) -> Result<SectionRecord, String> {
+    /// The record; `key`: the kbid it is stored under (None: not known).
+    pub fn into_record(self, key: Option<&str>) -> Result<SectionRecord, String> {
         let title = self.title.map(Cow::into_owned);
         let created_at = self.created_at.into_text()?;
         let updated_at = match self.updated_at {
@@ -262,7 +301,7 @@ impl<'a> StoredSection<'a> {
             tags: self.tags.into_owned(),
             created_at,
             updated_at,
-            checksum: self.checksum.into_text(),
+            checksum: self.checksum.into_text(key)?,
             size: self.size,
             standalone: self.standalone,
             terms_count: self.terms_count,
@@ -351,6 +390,33 @@ mod tests {
         r.title = Some(String::new());
         r.source_key = Some("#".into());
         assert_eq!(round_trip(&r), r);
+    }
+
+    #[test]
+    fn a_record_under_its_kbid_stores_only_the_second_half_of_its_checksum() {
+        use crate::types::records::encode_section;
+        let r = record();
+        let kbid = kbid::kbid_of(b"content");
+        let under_kbid = encode_section(&kbid, &r);
+        assert_eq!(under_kbid.len() + 16, encode(&r).len());
+        let read: SectionRecord = decode("sections", &kbid, &under_kbid).unwrap();
+        assert_eq!(read, r, "the checksum is whole again");
+        // Under another key, or with a checksum of another shape, it is stored whole.
+        let other = kbid::kbid_of(b"other");
+        assert_eq!(encode_section(&other, &r), encode(&r));
+        let mut text = record();
+        text.checksum = "ABCDEF".into();
+        assert_eq!(encode_section(&kbid, &text), encode(&text));
+        // Read under a key that is not a kbid, or without a key, it is damage, not a value.
+        let e = decode::<SectionRecord>("sections", "notakbid", &under_kbid).unwrap_err();
+        assert!(e.to_string().contains("is not a kbid"), "{e}");
+        let body = &under_kbid[1..under_kbid.len() - 4];
+        assert!(postcard::from_bytes::<SectionRecord>(body).is_err());
+        // Under another kbid it reads, with that kbid's half: `check` then finds the content
+        // does not hash to it, as for any damaged checksum.
+        let moved: SectionRecord = decode("sections", &other, &under_kbid).unwrap();
+        assert_ne!(moved.checksum, r.checksum);
+        assert_eq!(moved.checksum[32..], r.checksum[32..]);
     }
 
     #[test]

@@ -887,3 +887,53 @@ fn migration_17_rewrites_records_compactly_and_they_read_as_before() {
         Some(original.as_str())
     );
 }
+
+#[test]
+fn migration_20_stores_each_checksum_after_its_kbid_and_records_read_as_before() {
+    use types::records::{SectionRecord, decode, encode};
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    for i in 0..50 {
+        kb.learn(LearnRequest {
+            docid: Some(format!("notes/{}", i % 7)),
+            ..LearnRequest::text(format!("note number {i} about the deploy runbook"))
+        })
+        .unwrap();
+    }
+    let today = raw_rows(&kb, "sections");
+    let read = |rows: &[(String, Vec<u8>)]| -> Vec<SectionRecord> {
+        rows.iter()
+            .map(|(k, v)| decode("sections", k, v).unwrap())
+            .collect()
+    };
+    let records = read(&today);
+    drop(kb);
+    {
+        // Schema 19 stored every checksum whole.
+        let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut sections = txn.open_table(SECTIONS).unwrap();
+            for ((k, _), rec) in today.iter().zip(&records) {
+                sections.insert(k.as_str(), encode(rec).as_slice()).unwrap();
+            }
+        }
+        set_schema_version(&txn, 19);
+        txn.commit().unwrap();
+    }
+    let kb = Kb::open(tmp.path()).unwrap();
+    let upgraded = raw_rows(&kb, "sections");
+    assert_eq!(read(&upgraded), records, "every record reads as before");
+    for ((k, new), rec) in upgraded.iter().zip(&records) {
+        assert_eq!(new.len() + 16, encode(rec).len(), "{k}: 16 bytes less");
+    }
+    assert_eq!(upgraded, today, "as a record written today");
+    let check = kb.check().unwrap();
+    assert!(check.ok, "{check:?}");
+    assert_eq!(
+        kb.search(&crate::SearchRequest::new("runbook"))
+            .unwrap()
+            .total,
+        50
+    );
+}

@@ -22,6 +22,7 @@ mod m0016_compressed_content;
 mod m0017_compact_records;
 mod m0018_section_docs_changes;
 mod m0019_manifests_hold_doc_sections;
+mod m0020_checksums_after_kbid;
 
 use redb::WriteTransaction;
 
@@ -128,5 +129,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 19,
         name: "manifests_hold_doc_sections",
         apply: m0019_manifests_hold_doc_sections::apply,
+    },
+    Migration {
+        version: 20,
+        name: "checksums_after_kbid",
+        apply: m0020_checksums_after_kbid::apply,
     },
 ];
