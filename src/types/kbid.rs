@@ -44,19 +44,34 @@ pub fn encode_kbid(digest: &[u8; 32]) -> String {
 
 /// The 16 digest bytes a kbid encodes (None when `s` is not a kbid): `encode_kbid`'s inverse.
 pub fn kbid_bytes(s: &str) -> Option<[u8; 16]> {
-    if !is_kbid(s) {
+    /// Each byte's quintet (255: not in the alphabet).
+    const QUINTETS: [u8; 256] = {
+        let mut table = [255u8; 256];
+        let mut i = 0;
+        while i < ALPHABET.len() {
+            table[ALPHABET[i] as usize] = i as u8;
+            i += 1;
+        }
+        table
+    };
+    let bytes = s.as_bytes();
+    if bytes.len() != KBID_LEN {
         return None;
     }
     let mut value: u128 = 0;
-    for (i, c) in s.bytes().enumerate() {
-        let quintet = ALPHABET.iter().position(|&a| a == c)? as u128;
-        value = if i + 1 < KBID_LEN {
-            value << 5 | quintet
-        } else {
-            // The last character carries 3 data bits above 2 zero padding bits.
-            value << 3 | quintet >> 2
-        };
+    for &c in &bytes[..KBID_LEN - 1] {
+        let quintet = QUINTETS[c as usize];
+        if quintet == 255 {
+            return None;
+        }
+        value = value << 5 | u128::from(quintet);
     }
+    // The last character carries 3 data bits above 2 zero padding bits.
+    let last = QUINTETS[bytes[KBID_LEN - 1] as usize];
+    if last == 255 || last & 3 != 0 {
+        return None;
+    }
+    value = value << 3 | u128::from(last >> 2);
     Some(value.to_be_bytes())
 }
 
