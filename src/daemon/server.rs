@@ -780,14 +780,12 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
     }
 }
 
-/// Queue writes for the writer (prepared on this thread) and wait for their results: one job,
-/// committed in one transaction (possibly with other clients' writes).
+/// Queue writes for the writer (prepared on this thread, on every core for a large batch) and
+/// wait for their results: one job, committed in one transaction (possibly with other clients'
+/// writes).
 fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
     state.kb.check_batch(ops.len())?;
-    let ops: Vec<Result<crate::PreparedWrite>> = ops
-        .into_iter()
-        .map(|op| state.kb.prepare_write(op))
-        .collect();
+    let ops = state.kb.prepare_group(ops);
     let (reply, answer) = mpsc::channel();
     let sent = state
         .jobs

@@ -183,6 +183,12 @@ impl Kb {
         self.prepare_write_scanning(op, true)
     }
 
+    /// `prepare_write` for each write of a group, on every core when the group is large (a
+    /// client's `learn_many` of a bulk load), in order.
+    pub fn prepare_group(&self, ops: Vec<WriteOp>) -> Vec<Result<PreparedWrite>> {
+        self.prepare_writes(ops, true)
+    }
+
     /// `prepare_write`, with the near-duplicate scan left to the writer unless `scan`.
     fn prepare_write_scanning(&self, op: WriteOp, scan: bool) -> Result<PreparedWrite> {
         let mut op = writes::prepare(op, &self.config.limits)?;
