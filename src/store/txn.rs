@@ -253,7 +253,7 @@ impl<'t> WriteTables<'t> {
     /// Whether document `docid` holds section `kbid`: the section's documents when they are
     /// few, else the document's manifest. A boilerplate section (a "Contents" heading) is in
     /// thousands of documents, and listing all of them for each new one made a bulk load
-    /// quadratic in the repeats; a document lists each of its sections once.
+    /// quadratic in the repeats; a manifest is as long as its document.
     pub fn holds(&self, docid: &str, kbid: &str) -> Result<bool> {
         let docs = self.section_docs.get(kbid)?;
         if docs.len() <= HOLDS_SCAN_DOCS {
