@@ -56,6 +56,14 @@ pub struct WriteTables<'t> {
     /// document holds any more and that were never learned on their own, so detached text
     /// leaves search in the transaction that detached it (docs/decisions.md).
     maybe_detached: std::collections::BTreeSet<String>,
+    /// The sections of committed manifests `holds` read in this transaction, by docid: a batch
+    /// that learns a large document's sections again asks about the same manifest once per
+    /// section, and decoding it each time made that quadratic. Only consulted for documents
+    /// this transaction has not changed (those are in `dirty_documents`), and emptied when
+    /// `flush` writes the changed ones.
+    held_by: std::cell::RefCell<
+        std::collections::HashMap<String, std::rc::Rc<std::collections::HashSet<String>>>,
+    >,
     /// The transaction, for tables only some writes use (folder sync records).
     txn: &'t WriteTransaction,
     /// Whether the transaction was handed out (`txn`): its changes then escape the log, and
@@ -125,6 +133,7 @@ impl<'t> WriteTables<'t> {
             now,
             dirty_documents: std::collections::HashMap::new(),
             maybe_detached: Default::default(),
+            held_by: Default::default(),
             txn,
             unlogged: std::cell::Cell::new(false),
         })
@@ -198,6 +207,7 @@ impl<'t> WriteTables<'t> {
     /// Write the changed document manifests. Call before the transaction commits (through
     /// `writes::finish`, which first collects the sections the transaction detached).
     pub fn flush(&mut self) -> Result<()> {
+        self.held_by.get_mut().clear();
         for (docid, rec) in std::mem::take(&mut self.dirty_documents) {
             match rec {
                 Some(rec) => {
@@ -264,11 +274,27 @@ impl<'t> WriteTables<'t> {
             }
             return Ok(false);
         }
-        Ok(match self.dirty_documents.get(docid) {
-            Some(cached) => cached.as_ref().is_some_and(|d| d.lists(kbid)),
-            None => get_record::<DocumentRecord>(&*self.documents, "documents", docid)?
-                .is_some_and(|d| d.lists(kbid)),
-        })
+        if let Some(changed) = self.dirty_documents.get(docid) {
+            return Ok(changed.as_ref().is_some_and(|d| d.lists(kbid)));
+        }
+        let known = self.held_by.borrow().get(docid).cloned();
+        let sections = match known {
+            Some(sections) => sections,
+            None => {
+                let doc = get_record::<DocumentRecord>(&*self.documents, "documents", docid)?;
+                let sections = std::rc::Rc::new(
+                    doc.map(|d| d.kbids)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect(),
+                );
+                self.held_by
+                    .borrow_mut()
+                    .insert(docid.to_string(), std::rc::Rc::clone(&sections));
+                sections
+            }
+        };
+        Ok(sections.contains(kbid))
     }
 
     /// Record that document `docid` holds section `kbid` (its manifest, the document side,

@@ -498,6 +498,18 @@ fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     assert!(!learn("## Contents", "d40"), "d40 already holds it");
     assert!(learn("## Contents", "big"), "big did not hold it");
     assert!(!learn("## Contents", "big"), "big holds it now");
+    // A committed manifest asked about twice in a batch (read once), then changed by it.
+    let out = kb
+        .learn_many(vec![
+            into("## Contents", "d0"),
+            into("## Contents", "d0"),
+            into("New in d0.", "d0"),
+            into("## Contents", "d0"),
+            into("## Contents", "d1"),
+        ])
+        .unwrap();
+    let attached: Vec<bool> = out.iter().map(|r| r.as_ref().unwrap().attached).collect();
+    assert_eq!(attached, [false; 5]);
     // A manifest changed earlier in the same batch.
     let out = kb
         .learn_many(vec![
@@ -521,7 +533,7 @@ fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
             count("fresh"),
             count("d")
         ),
-        (1, 1, 4, 2, 1)
+        (2, 1, 4, 2, 1)
     );
     let req = RecallRequest::new(Some(contents.kbid), None, None, None).unwrap();
     let Recalled::One(item) = kb.recall(&req).unwrap() else {
