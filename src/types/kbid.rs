@@ -82,12 +82,7 @@ pub fn kbid_of(bytes: &[u8]) -> String {
 
 /// Whether `s` has the shape of a kbid (26 lowercase Crockford characters, valid padding).
 pub fn is_kbid(s: &str) -> bool {
-    s.len() == KBID_LEN && s.bytes().all(|b| ALPHABET.contains(&b)) && {
-        // The last character carries 3 data bits and 2 zero padding bits.
-        let last = s.as_bytes()[KBID_LEN - 1];
-        let v = ALPHABET.iter().position(|&c| c == last).unwrap_or(1);
-        v & 3 == 0
-    }
+    kbid_bytes(s).is_some()
 }
 
 /// Validate a user-supplied kbid, naming `field` in the error.

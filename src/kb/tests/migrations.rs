@@ -341,19 +341,15 @@ fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
 fn migration_19_drops_the_document_side_membership_table_and_manifests_answer_for_it() {
     let tmp = tempfile::tempdir().unwrap();
     let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-    let into = |text: &str, docid: &str| LearnRequest {
-        docid: Some(docid.into()),
-        ..LearnRequest::text(text)
-    };
     let many = crate::store::txn::HOLDS_SCAN_DOCS as usize + 2;
-    let shared = kb.learn(into("## Contents", "d0")).unwrap().kbid;
+    let shared = kb.learn(in_document("## Contents", "d0")).unwrap().kbid;
     kb.learn_many(
         (1..many)
-            .map(|i| into("## Contents", &format!("d{i}")))
+            .map(|i| in_document("## Contents", &format!("d{i}")))
             .collect(),
     )
     .unwrap();
-    let own = kb.learn(into("Only in d0.", "d0")).unwrap().kbid;
+    let own = kb.learn(in_document("Only in d0.", "d0")).unwrap().kbid;
     drop(kb);
     {
         // Schema 18 kept each document's sections in `doc_sections` as well.
@@ -373,10 +369,18 @@ fn migration_19_drops_the_document_side_membership_table_and_manifests_answer_fo
     }
     let kb = open_upgraded_without(tmp.path(), DOC_SECTIONS);
     // Whether a document holds a section is read from its manifest now.
-    assert!(!kb.learn(into("## Contents", "d1")).unwrap().attached);
-    assert!(!kb.learn(into("Only in d0.", "d0")).unwrap().attached);
-    assert!(kb.learn(into("## Contents", "new")).unwrap().attached);
-    assert!(kb.learn(into("Only in d0.", "new")).unwrap().attached);
+    assert!(!kb.learn(in_document("## Contents", "d1")).unwrap().attached);
+    assert!(!kb.learn(in_document("Only in d0.", "d0")).unwrap().attached);
+    assert!(
+        kb.learn(in_document("## Contents", "new"))
+            .unwrap()
+            .attached
+    );
+    assert!(
+        kb.learn(in_document("Only in d0.", "new"))
+            .unwrap()
+            .attached
+    );
     let check = kb.check().unwrap();
     assert!(check.ok, "{check:?}");
     // Deleting a document still detaches what only it held.
@@ -604,10 +608,7 @@ fn rename_raw(txn: &redb::WriteTransaction, from: &str, to: &str) {
 fn migration_14_stores_every_docid_in_nfc_and_keeps_both_documents_of_a_collision() {
     let tmp = tempfile::tempdir().unwrap();
     let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-    let doc = |docid: &str, text: &str| LearnRequest {
-        docid: Some(docid.into()),
-        ..LearnRequest::text(text)
-    };
+    let doc = |docid: &str, text: &str| in_document(text, docid);
     let nfc = "a/caf\u{e9}";
     let nfd = "a/cafe\u{301}";
     let espresso = kb.learn(doc(nfc, "# Espresso\n\nespresso beans")).unwrap();

@@ -16,6 +16,14 @@ use crate::store::txn::{ReadTables, WriteTables};
 use crate::types::*;
 use crate::{SearchRequest, WriteOp, WriteOutcome, now};
 
+/// A learn of `text` into the document `docid`.
+fn in_document(text: &str, docid: &str) -> LearnRequest {
+    LearnRequest {
+        docid: Some(docid.into()),
+        ..LearnRequest::text(text)
+    }
+}
+
 fn rows(kb: &Kb) -> [u64; 5] {
     let txn = kb.db().unwrap().begin_read().unwrap();
     let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();

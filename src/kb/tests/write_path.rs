@@ -466,14 +466,10 @@ fn a_large_group_is_prepared_in_parallel_and_answers_in_the_order_of_its_writes(
 fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     let tmp = tempfile::tempdir().unwrap();
     let kb = Kb::open_or_create(tmp.path()).unwrap().0;
-    let into = |text: &str, docid: &str| LearnRequest {
-        docid: Some(docid.into()),
-        ..LearnRequest::text(text)
-    };
-    let learn = |text: &str, docid: &str| kb.learn(into(text, docid)).unwrap().attached;
+    let learn = |text: &str, docid: &str| kb.learn(in_document(text, docid)).unwrap().attached;
     // (`attached`: a section already stored joined a document; a new one is stored, not
     // attached.)
-    let contents = kb.learn(into("## Contents", "d0")).unwrap();
+    let contents = kb.learn(in_document("## Contents", "d0")).unwrap();
     assert!(!contents.attached);
     assert!(learn("## Contents", "d1"));
     assert!(
@@ -482,7 +478,7 @@ fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     );
     let many = crate::store::txn::HOLDS_SCAN_DOCS as usize + 6;
     let batch = (2..many)
-        .map(|i| into("## Contents", &format!("d{i}")))
+        .map(|i| in_document("## Contents", &format!("d{i}")))
         .collect();
     assert!(
         kb.learn_many(batch)
@@ -501,11 +497,11 @@ fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     // A committed manifest asked about twice in a batch (read once), then changed by it.
     let out = kb
         .learn_many(vec![
-            into("## Contents", "d0"),
-            into("## Contents", "d0"),
-            into("New in d0.", "d0"),
-            into("## Contents", "d0"),
-            into("## Contents", "d1"),
+            in_document("## Contents", "d0"),
+            in_document("## Contents", "d0"),
+            in_document("New in d0.", "d0"),
+            in_document("## Contents", "d0"),
+            in_document("## Contents", "d1"),
         ])
         .unwrap();
     let attached: Vec<bool> = out.iter().map(|r| r.as_ref().unwrap().attached).collect();
@@ -513,9 +509,9 @@ fn a_section_is_attached_to_a_document_once_however_many_documents_hold_it() {
     // A manifest changed earlier in the same batch.
     let out = kb
         .learn_many(vec![
-            into("## Contents", "fresh"),
-            into("Fresh words.", "fresh"),
-            into("## Contents", "fresh"),
+            in_document("## Contents", "fresh"),
+            in_document("Fresh words.", "fresh"),
+            in_document("## Contents", "fresh"),
         ])
         .unwrap();
     let attached: Vec<bool> = out.iter().map(|r| r.as_ref().unwrap().attached).collect();
