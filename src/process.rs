@@ -1,4 +1,11 @@
-//! Other processes on this machine.
+//! This process and the others on this machine.
+
+/// The cores this process may use, asked once: the standard library reads the cgroup's files
+/// each time it is asked, which a daemon preparing every write paid for on each request.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
 
 /// Whether any thread of `pid` still runs. A zombie has released everything (files, the
 /// database lock) — but the group leader turns zombie before its other threads finish

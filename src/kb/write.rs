@@ -111,9 +111,7 @@ impl Kb {
     fn prepare_writes(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
         /// Fewer writes than this per thread are prepared where they are (a thread costs more).
         const MIN_PER_THREAD: usize = 64;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(ops.len() / MIN_PER_THREAD);
+        let threads = crate::process::cores().min(ops.len() / MIN_PER_THREAD);
         if threads <= 1 {
             return ops
                 .into_iter()

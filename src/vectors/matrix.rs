@@ -269,8 +269,7 @@ mod avx2 {
 }
 
 fn scan_threads() -> usize {
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    crate::process::cores()
 }
 
 impl VectorMatrix {
