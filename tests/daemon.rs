@@ -1725,3 +1725,124 @@ fn a_stopped_daemon_leaves_the_database_file_cleanly_shut() {
         );
     }
 }
+
+#[test]
+fn writes_sent_before_their_answers_are_answered_in_order_and_seen_by_what_follows() {
+    let (db, _pid) = with_daemon("a fact before the pipelined writes");
+    let mut raw = Raw::connect(&db);
+    let batch = |b: usize| {
+        let requests: Vec<Value> = (0..300)
+            .map(|i| json!({"content": format!("pipelined batch {b} fact {i}"), "docid": "piped.md"}))
+            .collect();
+        json!({"jsonrpc": "2.0", "id": b + 1, "method": "learn_many", "params": {"requests": requests}})
+    };
+    // Everything in one go, before reading any answer: three batches, a write that fails its
+    // validation, a read, one more write.
+    let mut lines = String::new();
+    for b in 0..3 {
+        lines.push_str(&format!("{}\n", batch(b)));
+    }
+    lines.push_str(&format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 4, "method": "learn", "params": {"content": ""}})
+    ));
+    lines.push_str(&format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 5, "method": "status"})
+    ));
+    lines.push_str(&format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 6, "method": "learn", "params": {"content": "the last pipelined fact"}})
+    ));
+    raw.send_raw(lines.as_bytes());
+    let answers: Vec<Value> = (0..6).map(|_| raw.read().expect("an answer")).collect();
+    let ids: Vec<u64> = answers.iter().map(|a| a["id"].as_u64().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [1, 2, 3, 4, 5, 6],
+        "answers in the order of the requests"
+    );
+    for a in &answers[..3] {
+        let items = a["result"].as_array().unwrap_or_else(|| panic!("{a}"));
+        assert_eq!(items.len(), 300);
+        assert!(items.iter().all(|i| i.get("ok").is_some()), "{a}");
+    }
+    assert!(
+        answers[3]["error"]["data"]["field"] == "content",
+        "{}",
+        answers[3]
+    );
+    assert_eq!(
+        answers[4]["result"]["sections"], 901,
+        "the read sees the writes sent before it: {}",
+        answers[4]
+    );
+    assert!(answers[5]["result"]["kbid"].is_string(), "{}", answers[5]);
+    let docs = db.json(&["docs"]);
+    assert!(docs.to_string().contains("piped.md"), "{docs}");
+}
+
+#[test]
+fn a_daemon_killed_under_a_learn_stream_fails_only_the_batches_in_flight() {
+    let (db, pid) = with_daemon("a fact before the stream");
+    let mut child = db
+        .process()
+        .args(["--format", "json", "learn", "--jsonl"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // Six batches of 1,024 lines before the kill, so that some are in flight when it comes.
+    let (total, before_kill) = (7000, 6000);
+    let line =
+        |i: usize| json!({"content": format!("streamed fact {i}: {}", "words ".repeat(i % 5 + 1))});
+    let (killed_tx, killed) = std::sync::mpsc::channel::<()>();
+    // Written from a thread of its own: the client's output is read here meanwhile.
+    let writer = std::thread::spawn(move || {
+        for i in 0..total {
+            if i == before_kill {
+                // The rest of the stream goes to a daemon started anew (the client starts it).
+                killed.recv().unwrap();
+            }
+            writeln!(stdin, "{}", line(i)).unwrap();
+        }
+    });
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Past the first batches (the first may be small: only the lines already written): kill the
+    // daemon while it works on the batch after the one whose answers are being read.
+    let mut results: Vec<String> = (&mut out).take(1500).map(|l| l.unwrap()).collect();
+    assert!(
+        results.iter().all(|l| l.contains("kbid")),
+        "{:?}",
+        results.last()
+    );
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    killed_tx.send(()).unwrap();
+    results.extend(out.map(|l| l.unwrap()));
+    writer.join().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(results.len(), total, "one result line per input line");
+    let failed: Vec<&String> = results.iter().filter(|l| l.contains("\"error\"")).collect();
+    for f in &failed {
+        assert!(f.contains("may or may not have been applied"), "{f}");
+    }
+    // Only the batches in flight when the daemon died fail (at most two of 1,024 lines);
+    // the stream went on.
+    assert!(!failed.is_empty(), "the kill came with no batch in flight");
+    assert!(failed.len() <= 2048, "{} of {total} failed", failed.len());
+    assert!(
+        results[total - 100..].iter().all(|l| l.contains("kbid")),
+        "the lines after the kill were learned"
+    );
+    assert_eq!(status.code(), Some(if failed.is_empty() { 0 } else { 6 }));
+    // Every acknowledged line is there.
+    let kbids: Vec<String> = results
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["kbid"].as_str().map(str::to_string))
+        .collect();
+    assert_all_present_and_check_clean(&db, &kbids);
+}

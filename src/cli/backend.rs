@@ -105,21 +105,6 @@ impl Backend {
             .map_err(|e| KbError::Daemon(format!("unexpected {} result: {e}", op.method)))
     }
 
-    pub fn learn_many(
-        &self,
-        requests: Vec<LearnRequest>,
-    ) -> Result<Vec<Result<LearnResult, KbError>>, KbError> {
-        let items = self.run(op::LEARN_MANY, &LearnManyParams { requests })?;
-        Ok(items
-            .into_iter()
-            .map(|item| match item.get("ok") {
-                Some(ok) => serde_json::from_value(ok.clone())
-                    .map_err(|e| KbError::Daemon(format!("unexpected learn result: {e}"))),
-                None => Err(methods::error_from_object(&item["error"])),
-            })
-            .collect())
-    }
-
     /// Learn a stream of batches, each in one transaction, `done` getting each batch's results
     /// in order: in this process the next batch is prepared while one is written
     /// (`Kb::learn_stream`); through the daemon, batch after batch (it prepares on its own
@@ -131,10 +116,14 @@ impl Backend {
     ) {
         match self {
             Backend::Embedded(kb) => kb.learn_stream(batches, done),
-            Backend::Daemon(_) => {
-                for reqs in batches {
-                    done(self.learn_many(reqs));
-                }
+            Backend::Daemon(c) => {
+                let calls = batches.map(|requests| {
+                    serde_json::to_value(LearnManyParams { requests }).unwrap_or(Value::Null)
+                });
+                c.borrow_mut()
+                    .call_stream(op::LEARN_MANY.method, calls, |answer| {
+                        done(answer.and_then(learn_many_results))
+                    });
             }
         }
     }
@@ -189,4 +178,18 @@ impl Backend {
             Backend::Daemon(c) => PathBuf::from(&c.borrow().info.db),
         }
     }
+}
+
+/// `learn_many`'s answer as it came from the daemon: each learn's result or its error.
+fn learn_many_results(answer: Value) -> Result<Vec<Result<LearnResult, KbError>>, KbError> {
+    let items: Vec<Value> = serde_json::from_value(answer)
+        .map_err(|e| KbError::Daemon(format!("unexpected learn_many result: {e}")))?;
+    Ok(items
+        .into_iter()
+        .map(|item| match item.get("ok") {
+            Some(ok) => serde_json::from_value(ok.clone())
+                .map_err(|e| KbError::Daemon(format!("unexpected learn result: {e}"))),
+            None => Err(methods::error_from_object(&item["error"])),
+        })
+        .collect())
 }

@@ -10,6 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -305,10 +306,94 @@ impl Client {
                 self.call_once(method, &params, progress)
                     .map_err(CallFailure::into_error)
             }
-            Err(CallFailure::Lost(e)) => Err(daemon_err(format!(
-                "the daemon stopped before answering {method} ({e}); it may or may not have been applied — learning the same content again is safe"
-            ))),
+            Err(CallFailure::Lost(e)) => Err(lost_before_answer(method, &e)),
             r => r.map_err(CallFailure::into_error),
+        }
+    }
+
+    /// Call `method` once for each item of `calls`, sending each call before reading the
+    /// answer to the one before: the daemon reads and prepares the next while its writer
+    /// commits the previous (docs/daemon.md). At most two calls are unanswered at a time.
+    /// `done` gets each answer, in order. The items are drawn on a thread of their own, since
+    /// drawing one may wait (a line typed on a terminal) while the answer to the previous is
+    /// read and handed on. A lost connection fails the calls sent and not yet answered (they
+    /// may or may not have been applied); the items left, and one whose sending failed (a
+    /// line the daemon did not receive whole is never applied), then go one at a time
+    /// (`call`, on a new connection).
+    pub fn call_stream(
+        &mut self,
+        method: &str,
+        calls: impl Iterator<Item = Value> + Send,
+        mut done: impl FnMut(Result<Value>),
+    ) {
+        if self.closed_by_daemon() {
+            match Client::connect(&self.db_dir) {
+                Ok(c) => *self = c,
+                Err(e) => {
+                    let message = e.to_string();
+                    done(Err(e));
+                    for _ in calls {
+                        done(Err(daemon_err(message.clone())));
+                    }
+                    return;
+                }
+            }
+        }
+        let timeout = self.request_timeout;
+        let (writer, reader, next_id) = (&mut self.writer, &mut self.reader, &mut self.next_id);
+        let rest = std::thread::scope(|s| {
+            // A rendezvous: the next call is sent only once the answer to the one before it
+            // is being read, so no more than two are unanswered.
+            let (sent_tx, sent) = mpsc::sync_channel::<(u64, CallOutcome<()>)>(0);
+            let sender = s.spawn(move || {
+                let mut calls = calls;
+                while let Some(params) = calls.next() {
+                    let id = *next_id;
+                    *next_id += 1;
+                    let r = send_request(writer, id, method, &params, false);
+                    if matches!(r, Err(CallFailure::Lost(_))) {
+                        return (Some(params), calls);
+                    }
+                    if sent_tx.send((id, r)).is_err() {
+                        break;
+                    }
+                }
+                (None, calls)
+            });
+            let mut lost = false;
+            for (id, r) in sent {
+                let r = r.and_then(|()| {
+                    if lost {
+                        return Err(CallFailure::Lost(std::io::Error::other(
+                            "an earlier call on this connection was lost",
+                        )));
+                    }
+                    read_answer(reader, id, method, None, Some(timeout))
+                });
+                match r {
+                    Err(CallFailure::Lost(e)) => {
+                        if !lost {
+                            lost = true;
+                            // The sender may be blocked on a daemon that no longer reads.
+                            let _ = reader.get_ref().shutdown(std::net::Shutdown::Both);
+                        }
+                        done(Err(lost_before_answer(method, &e)));
+                    }
+                    Err(CallFailure::Unanswered(e)) => {
+                        // Not answered in time: the answers after it cannot be told apart.
+                        lost = true;
+                        let _ = reader.get_ref().shutdown(std::net::Shutdown::Both);
+                        done(Err(e));
+                    }
+                    r => done(r.map_err(CallFailure::into_error)),
+                }
+            }
+            sender.join().ok()
+        });
+        if let Some((unsent, rest)) = rest {
+            for params in unsent.into_iter().chain(rest) {
+                done(self.call(method, params, None));
+            }
         }
     }
 
@@ -336,93 +421,14 @@ impl Client {
         method: &str,
         params: &Value,
         progress: Option<&dyn Fn(u64, u64)>,
-    ) -> std::result::Result<Value, CallFailure> {
+    ) -> CallOutcome<Value> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        if progress.is_some() {
-            req["kbdb_progress"] = json!(true);
-        }
         // An unknown method is answered at once (with an error): it gets the timeout.
         let long = operations::by_method(method).is_some_and(|o| o.long);
         let timeout = (!long).then_some(self.request_timeout);
-        self.reader
-            .get_ref()
-            .set_read_timeout(timeout)
-            .map_err(CallFailure::Lost)?;
-        let mut line = req.to_string();
-        if line.len() > super::MAX_MESSAGE_BYTES {
-            // The daemon would refuse it and hang up mid-send, which looks like its death.
-            return Err(CallFailure::Failed(KbError::invalid(
-                "request",
-                format!(
-                    "is {} bytes as a daemon message; the limit is {} bytes (docs/daemon.md)",
-                    line.len(),
-                    super::MAX_MESSAGE_BYTES
-                ),
-            )));
-        }
-        line.push('\n');
-        self.writer
-            .write_all(line.as_bytes())
-            .map_err(CallFailure::Lost)?;
-        loop {
-            let mut buf = String::new();
-            match self.reader.read_line(&mut buf) {
-                Ok(0) => {
-                    return Err(CallFailure::Lost(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "connection closed",
-                    )));
-                }
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(CallFailure::Failed(daemon_err(format!(
-                        "the daemon did not answer {method} within {}s (daemon.request_timeout_secs)",
-                        self.request_timeout.as_secs()
-                    ))));
-                }
-                Err(e) => return Err(CallFailure::Lost(e)),
-            }
-            let v: Value = serde_json::from_str(&buf).map_err(|e| {
-                CallFailure::Failed(daemon_err(format!(
-                    "unreadable answer from the daemon: {e}"
-                )))
-            })?;
-            if v.get("id").is_none() || v["id"].is_null() && v.get("method").is_some() {
-                // A notification: progress of this request, or a change event.
-                if v["method"] == "progress"
-                    && let Some(p) = progress
-                {
-                    p(
-                        v["params"]["done"].as_u64().unwrap_or(0),
-                        v["params"]["total"].as_u64().unwrap_or(0),
-                    );
-                }
-                continue;
-            }
-            if v["id"] != json!(id) {
-                continue;
-            }
-            if let Some(err) = v.get("error") {
-                let code = err["code"].as_i64().unwrap_or(0);
-                let message = err["message"].as_str().unwrap_or("error").to_string();
-                return Err(CallFailure::Failed(match err.get("data") {
-                    Some(data) if code == OPERATION_FAILED => error_from_object(data),
-                    _ if code == super::server::INVALID_PARAMS => KbError::InvalidInput {
-                        field: "params".into(),
-                        message,
-                    },
-                    _ => daemon_err(format!("daemon error {code}: {message}")),
-                }));
-            }
-            return Ok(v.get("result").cloned().unwrap_or(Value::Null));
-        }
+        send_request(&mut self.writer, id, method, params, progress.is_some())?;
+        read_answer(&mut self.reader, id, method, progress, timeout)
     }
 
     /// Subscribe this connection to change events; then read them with `next_event`.
@@ -453,9 +459,127 @@ impl Client {
     }
 }
 
+/// Send call `id` without waiting for its answer.
+fn send_request(
+    writer: &mut UnixStream,
+    id: u64,
+    method: &str,
+    params: &Value,
+    wants_progress: bool,
+) -> CallOutcome<()> {
+    let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    if wants_progress {
+        req["kbdb_progress"] = json!(true);
+    }
+    let mut line = req.to_string();
+    if line.len() > super::MAX_MESSAGE_BYTES {
+        // The daemon would refuse it and hang up mid-send, which looks like its death.
+        return Err(CallFailure::Failed(KbError::invalid(
+            "request",
+            format!(
+                "is {} bytes as a daemon message; the limit is {} bytes (docs/daemon.md)",
+                line.len(),
+                super::MAX_MESSAGE_BYTES
+            ),
+        )));
+    }
+    line.push('\n');
+    writer.write_all(line.as_bytes()).map_err(CallFailure::Lost)
+}
+
+/// Read the answer to call `id`, handing progress reports on, skipping other messages (change
+/// events); `timeout`: how long the daemon may take (None: as long as it runs).
+fn read_answer(
+    reader: &mut BufReader<UnixStream>,
+    id: u64,
+    method: &str,
+    progress: Option<&dyn Fn(u64, u64)>,
+    timeout: Option<Duration>,
+) -> CallOutcome<Value> {
+    reader
+        .get_ref()
+        .set_read_timeout(timeout)
+        .map_err(CallFailure::Lost)?;
+    loop {
+        let mut buf = String::new();
+        match reader.read_line(&mut buf) {
+            Ok(0) => {
+                return Err(CallFailure::Lost(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed",
+                )));
+            }
+            // A line cut short: the daemon died while writing it.
+            Ok(_) if !buf.ends_with('\n') => {
+                return Err(CallFailure::Lost(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed in the middle of an answer",
+                )));
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(CallFailure::Unanswered(daemon_err(format!(
+                    "the daemon did not answer {method} within {}s (daemon.request_timeout_secs)",
+                    timeout.unwrap_or_default().as_secs()
+                ))));
+            }
+            Err(e) => return Err(CallFailure::Lost(e)),
+        }
+        let v: Value = serde_json::from_str(&buf).map_err(|e| {
+            CallFailure::Failed(daemon_err(format!(
+                "unreadable answer from the daemon: {e}"
+            )))
+        })?;
+        if v.get("id").is_none() || v["id"].is_null() && v.get("method").is_some() {
+            // A notification: progress of this request, or a change event.
+            if v["method"] == "progress"
+                && let Some(p) = progress
+            {
+                p(
+                    v["params"]["done"].as_u64().unwrap_or(0),
+                    v["params"]["total"].as_u64().unwrap_or(0),
+                );
+            }
+            continue;
+        }
+        if v["id"] != json!(id) {
+            continue;
+        }
+        if let Some(err) = v.get("error") {
+            let code = err["code"].as_i64().unwrap_or(0);
+            let message = err["message"].as_str().unwrap_or("error").to_string();
+            return Err(CallFailure::Failed(match err.get("data") {
+                Some(data) if code == OPERATION_FAILED => error_from_object(data),
+                _ if code == super::server::INVALID_PARAMS => KbError::InvalidInput {
+                    field: "params".into(),
+                    message,
+                },
+                _ => daemon_err(format!("daemon error {code}: {message}")),
+            }));
+        }
+        return Ok(v.get("result").cloned().unwrap_or(Value::Null));
+    }
+}
+
+/// A write whose connection was lost before its answer came.
+fn lost_before_answer(method: &str, e: &std::io::Error) -> KbError {
+    daemon_err(format!(
+        "the daemon stopped before answering {method} ({e}); it may or may not have been applied — learning the same content again is safe"
+    ))
+}
+
+type CallOutcome<T> = std::result::Result<T, CallFailure>;
+
 enum CallFailure {
     /// The connection broke: the daemon may have died.
     Lost(std::io::Error),
+    /// No answer within the request's time.
+    Unanswered(KbError),
     Failed(KbError),
 }
 
@@ -463,7 +587,7 @@ impl CallFailure {
     fn into_error(self) -> KbError {
         match self {
             CallFailure::Lost(e) => daemon_err(format!("lost the connection to the daemon: {e}")),
-            CallFailure::Failed(e) => e,
+            CallFailure::Failed(e) | CallFailure::Unanswered(e) => e,
         }
     }
 }

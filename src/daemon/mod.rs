@@ -6,6 +6,7 @@ pub mod client;
 pub mod methods;
 pub mod operations;
 pub mod params;
+mod pipeline;
 pub mod pool;
 pub mod server;
 

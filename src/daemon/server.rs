@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::methods::{self, CallError};
 use super::operations::{self, Kind};
+use super::pipeline::{Pending, Pipeline};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
 use crate::error::{KbError, Result};
 use crate::{Kb, WriteOutcome};
@@ -67,7 +68,12 @@ struct Job {
     reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>,
 }
 
-type Conn = Arc<Mutex<UnixStream>>;
+pub(super) type Conn = Arc<Mutex<UnixStream>>;
+
+/// Where a queued write's outcomes come from: the group's outcomes, or the error that failed
+/// the whole group.
+pub(super) type WriteAnswer =
+    mpsc::Receiver<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>;
 
 /// How long the indexer thread gathers committed groups before it feeds them to the lexical
 /// index writer. Each round wakes the index writer's threads: one per group cost ~7 % of the
@@ -230,7 +236,7 @@ fn feed(kb: &Kb, sub: &Subscriber, woken: mpsc::Receiver<()>) {
     }
 }
 
-fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
+pub(super) fn send_line(conn: &Conn, line: &str) -> std::io::Result<()> {
     let mut s = conn
         .lock()
         .map_err(|_| std::io::Error::other("connection lock poisoned"))?;
@@ -784,8 +790,14 @@ fn write_loop(state: &State, rx: mpsc::Receiver<Job>, index: mpsc::Sender<()>) {
 /// wait for their results: one job, committed in one transaction (possibly with other clients'
 /// writes).
 fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+    await_write(queue_write(state, ops, true)?)
+}
+
+/// Prepare writes and queue them for the writer as one job; `scan`: look for near duplicates
+/// on this thread (`Kb::prepare_group`).
+fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<WriteAnswer> {
     state.kb.check_batch(ops.len())?;
-    let ops = state.kb.prepare_group(ops);
+    let ops = state.kb.prepare_group(ops, scan);
     let (reply, answer) = mpsc::channel();
     let sent = state
         .jobs
@@ -796,6 +808,11 @@ fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOut
     if !sent {
         return Err(KbError::Daemon("the daemon is shutting down; retry".into()));
     }
+    Ok(answer)
+}
+
+/// Wait for a queued write's outcomes.
+pub(super) fn await_write(answer: WriteAnswer) -> Result<Vec<Result<WriteOutcome>>> {
     match answer.recv() {
         Ok(Ok(outcomes)) => Ok(outcomes),
         Ok(Err(e)) => Err(shared_error(&e)),
@@ -904,6 +921,7 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
         state,
         conn: conn.clone(),
     };
+    let mut pipeline = Pipeline::new(state.kb.clone(), conn.clone());
     let mut reader = BufReader::new(stream);
     let daemon = &state.kb.config().daemon;
     let mut idle = match daemon.connection_idle_secs {
@@ -930,6 +948,7 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
                     }
                 };
                 tracing::warn!("dropping a client: {msg}");
+                pipeline.drain();
                 // A peer that does not read cannot hold this thread either.
                 let _ = conn
                     .lock()
@@ -946,6 +965,7 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
         let (id, method, params, wants_progress) = match parse_request(&line) {
             RequestLine::Blank => continue,
             RequestLine::Invalid(reply) => {
+                pipeline.drain();
                 send_line(&conn, &reply)?;
                 continue;
             }
@@ -956,18 +976,30 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
                 wants_progress,
             } => (id, method, params, wants_progress),
         };
-        // A panic in a request (redb panics on some damaged pages) answers this request with
-        // a `damaged` error; the connection, the daemon and its other clients go on.
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // A write is queued and answered by the connection's answering thread: the client's
+        // next request is read, and prepared, while the writer commits this one.
+        if let Some(Kind::Write(parse, _)) = operations::by_method(&method).map(|o| o.kind) {
+            pipeline.wait_for_room();
+            // Prepared behind a write of its own still to commit, a learn's near-duplicate
+            // scan is left to the writer.
+            let scan = !pipeline.busy();
+            let queued = guard_request(&state.kb, &method, || {
+                let ops = parse(&state.kb, params)?;
+                queue_write(state, ops, scan).map_err(CallError::Kb)
+            });
+            match queued {
+                Ok(answer) => pipeline.push(Pending { id, method, answer })?,
+                Err(e) => {
+                    pipeline.drain();
+                    send_line(&conn, &reply_line(&id, Err(e)))?;
+                }
+            }
+            continue;
+        }
+        // Anything else comes after the connection's writes, and sees them.
+        pipeline.drain();
+        let out = guard_request(&state.kb, &method, || {
             dispatch(state, &conn, &method, params, wants_progress)
-        }))
-        .unwrap_or_else(|payload| {
-            tracing::error!("{method} panicked; answered as damaged");
-            state.kb.recover_locks();
-            Err(CallError::Kb(crate::store::panic_error(
-                &method,
-                payload.as_ref(),
-            )))
         });
         // A subscription starts after the changes committed before its answer, and its events
         // come after that answer (a client reading answers skips events).
@@ -1006,6 +1038,23 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
             state.wake();
         }
     }
+}
+
+/// Run a request's work. A panic in it (redb panics on some damaged pages) answers the request
+/// with a `damaged` error; the connection, the daemon and its other clients go on.
+pub(super) fn guard_request<T>(
+    kb: &Kb,
+    method: &str,
+    work: impl FnOnce() -> std::result::Result<T, CallError>,
+) -> std::result::Result<T, CallError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|payload| {
+        tracing::error!("{method} panicked; answered as damaged");
+        kb.recover_locks();
+        Err(CallError::Kb(crate::store::panic_error(
+            method,
+            payload.as_ref(),
+        )))
+    })
 }
 
 fn dispatch(

@@ -182,9 +182,12 @@ impl Kb {
     }
 
     /// `prepare_write` for each write of a group, on every core when the group is large (a
-    /// client's `learn_many` of a bulk load), in order.
-    pub fn prepare_group(&self, ops: Vec<WriteOp>) -> Vec<Result<PreparedWrite>> {
-        self.prepare_writes(ops, true)
+    /// client's `learn_many` of a bulk load), in order. `scan`: look for near duplicates among
+    /// what is committed; false for a group prepared while the same client's previous group is
+    /// still to commit: the writer would scan again anyway once more than a few sections were
+    /// committed since, so the writer does it (`learn::complete_scan`).
+    pub fn prepare_group(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
+        self.prepare_writes(ops, scan)
     }
 
     /// `prepare_write`, with the near-duplicate scan left to the writer unless `scan`.
