@@ -117,9 +117,7 @@ impl Backend {
         match self {
             Backend::Embedded(kb) => kb.learn_stream(batches, done),
             Backend::Daemon(c) => {
-                let calls = batches.map(|requests| {
-                    serde_json::to_value(LearnManyParams { requests }).unwrap_or(Value::Null)
-                });
+                let calls = batches.map(|requests| LearnManyParams { requests });
                 c.borrow_mut()
                     .call_stream(op::LEARN_MANY.method, calls, |answer| {
                         done(answer.and_then(learn_many_results))
@@ -182,12 +180,15 @@ impl Backend {
 
 /// `learn_many`'s answer as it came from the daemon: each learn's result or its error.
 fn learn_many_results(answer: Value) -> Result<Vec<Result<LearnResult, KbError>>, KbError> {
-    let items: Vec<Value> = serde_json::from_value(answer)
-        .map_err(|e| KbError::Daemon(format!("unexpected learn_many result: {e}")))?;
+    let Value::Array(items) = answer else {
+        return Err(KbError::Daemon(format!(
+            "unexpected learn_many result: {answer}"
+        )));
+    };
     Ok(items
         .into_iter()
-        .map(|item| match item.get("ok") {
-            Some(ok) => serde_json::from_value(ok.clone())
+        .map(|mut item| match item.get_mut("ok").map(Value::take) {
+            Some(ok) => serde_json::from_value(ok)
                 .map_err(|e| KbError::Daemon(format!("unexpected learn result: {e}"))),
             None => Err(methods::error_from_object(&item["error"])),
         })

@@ -320,10 +320,10 @@ impl Client {
     /// may or may not have been applied); the items left, and one whose sending failed (a
     /// line the daemon did not receive whole is never applied), then go one at a time
     /// (`call`, on a new connection).
-    pub fn call_stream(
+    pub fn call_stream<P: serde::Serialize + Send>(
         &mut self,
         method: &str,
-        calls: impl Iterator<Item = Value> + Send,
+        calls: impl Iterator<Item = P> + Send,
         mut done: impl FnMut(Result<Value>),
     ) {
         if self.closed_by_daemon() {
@@ -392,7 +392,11 @@ impl Client {
         });
         if let Some((unsent, rest)) = rest {
             for params in unsent.into_iter().chain(rest) {
-                done(self.call(method, params, None));
+                done(
+                    serde_json::to_value(params)
+                        .map_err(|e| daemon_err(format!("cannot send {method}: {e}")))
+                        .and_then(|params| self.call(method, params, None)),
+                );
             }
         }
     }
@@ -464,14 +468,28 @@ fn send_request(
     writer: &mut UnixStream,
     id: u64,
     method: &str,
-    params: &Value,
+    params: &impl serde::Serialize,
     wants_progress: bool,
 ) -> CallOutcome<()> {
-    let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    if wants_progress {
-        req["kbdb_progress"] = json!(true);
+    // Serialized from borrowed parts: a batch's requests are not copied into a JSON tree.
+    #[derive(serde::Serialize)]
+    struct Request<'a, P> {
+        jsonrpc: &'static str,
+        id: u64,
+        method: &'a str,
+        params: &'a P,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        kbdb_progress: bool,
     }
-    let mut line = req.to_string();
+    let request = Request {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+        kbdb_progress: wants_progress,
+    };
+    let mut line = serde_json::to_vec(&request)
+        .map_err(|e| CallFailure::Failed(daemon_err(format!("cannot send {method}: {e}"))))?;
     if line.len() > super::MAX_MESSAGE_BYTES {
         // The daemon would refuse it and hang up mid-send, which looks like its death.
         return Err(CallFailure::Failed(KbError::invalid(
@@ -483,8 +501,8 @@ fn send_request(
             ),
         )));
     }
-    line.push('\n');
-    writer.write_all(line.as_bytes()).map_err(CallFailure::Lost)
+    line.push(b'\n');
+    writer.write_all(&line).map_err(CallFailure::Lost)
 }
 
 /// Read the answer to call `id`, handing progress reports on, skipping other messages (change
