@@ -112,7 +112,7 @@ impl Backend {
     pub fn learn_stream(
         &self,
         batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
-        mut done: impl FnMut(Result<Vec<Result<LearnResult, KbError>>, KbError>),
+        mut done: impl FnMut(Result<Vec<Result<LearnResult, KbError>>, KbError>) + Send,
     ) {
         match self {
             Backend::Embedded(kb) => kb.learn_stream(batches, done),

@@ -232,7 +232,9 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
     });
     let bar = counter_bar("learn", "sections");
     let mut failed = 0usize;
-    kb.learn_stream(batches, |r| {
+    // Results are printed on a thread of the stream's own: the closure takes what it uses.
+    let (failed_lines, progress) = (&mut failed, &bar);
+    kb.learn_stream(batches, move |r| {
         let Ok(slots) = slots_rx.recv() else {
             return;
         };
@@ -242,7 +244,7 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
             Ok(r) => (r.into_iter().map(Some).collect(), None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        bar.inc(slots.len() as u64);
+        progress.inc(slots.len() as u64);
         for (line_no, slot) in slots {
             let outcome = match (slot, &batch_error) {
                 (Ok(_), Some(e)) => Err(KbError::Remote {
@@ -257,9 +259,9 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
                 (Err(e), _) => Err(e),
             };
             if outcome.is_err() {
-                failed += 1;
+                *failed_lines += 1;
             }
-            bar.suspend(|| print_line(format, line_no, outcome));
+            progress.suspend(|| print_line(format, line_no, outcome));
         }
     });
     bar.finish_and_clear();
