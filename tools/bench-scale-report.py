@@ -53,6 +53,7 @@ def main():
         j = lambda name: load(os.path.join(P, name + ".json"))
         cols.append((s, {k: j(k) for k in ("meta", "fts5", "fts5-proc", "learn", "learn-proc", "open-proc",
                                            "status", "daemon", "latency", "sync-proc", "sync", "sync-report",
+                                           "learn-daemon", "learn-daemon-proc",
                                            "durable1", "durable8")}))
     rows = []
 
@@ -87,6 +88,13 @@ def main():
         lambda c: "–" if sync_rate(c) is None else "%s (%s)" % (f(kv(c, "sync-proc", "wall_s"), 1), f(sync_rate(c), 0)))
     row("sync rate kbdb / FTS5 bulk (target ≥ 1×)",
         lambda c: ratio(sync_rate(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
+    def daemon_rate(c):
+        w, n = kv(c, "learn-daemon-proc", "wall_s"), kv(c, "meta", "sections")
+        return (n / w) if w and n and kv(c, "learn-daemon", "errors") == 0 else None
+    row("kbdb `learn --jsonl` through the daemon s (sections/s)",
+        lambda c: "–" if daemon_rate(c) is None else "%s (%s)" % (f(kv(c, "learn-daemon-proc", "wall_s"), 1), f(daemon_rate(c), 0)))
+    row("through the daemon kbdb / FTS5 bulk",
+        lambda c: ratio(daemon_rate(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
     row("FTS5 read + split of the folder s (not in its bulk time)", lambda c: f(kv(c, "fts5", "read_split_seconds"), 1))
     # memory
     row("**peak RSS** kbdb learn MB (target ≤ 300)", lambda c: f(kv(c, "learn-proc", "max_rss_mb"), 0))

@@ -18,7 +18,8 @@
 #      the CLI (1 warm-up + 3 passes, tools/bench_scale_drive.py latency: end-to-end process
 #      wall time), its RSS and peak RSS after serving them;
 #   5. kbdb sync md into a fresh database (--embedded, /usr/bin/time -v) when N <= --sync-max
-#      (default 300000);
+#      (default 300000), and learn --jsonl into a fresh database through the daemon that the
+#      client starts (the path without --embedded; the client's wall time and RSS);
 #   6. with --durable N (default 10000 at the smallest size only, 0 = off): one acknowledged
 #      write at a time through the daemon (1 writer, N lines) and 8 concurrent writers
 #      (N lines in all), into a fresh database (tools/bench_scale_drive.py durable);
@@ -187,6 +188,17 @@ PY
     tv_json "$P/sync.time" > "$P/sync-proc.json"
     echo "{\"db_bytes\": $(du -sb "$W/sync$n" | cut -f1)}" > "$P/sync.json"
     rm -rf "$W/sync$n"
+  fi
+
+  # 5b. learn --jsonl through the daemon: the default path (the client starts the daemon)
+  if (( n <= SYNC_MAX )); then
+    log "s$n: kbdb learn --jsonl through the daemon (load $(loadavg))"
+    "$BIN" --db "$W/viad$n" --embedded init > /dev/null 2> "$P/learn-daemon.err" || cat "$P/learn-daemon.err" >&2
+    timev "$P/learn-daemon.time" "$BIN" --db "$W/viad$n" --format json learn --jsonl < "$C/learn.jsonl" > "$W/learn-daemon.out" 2> "$P/learn-daemon.err" || true
+    tv_json "$P/learn-daemon.time" > "$P/learn-daemon-proc.json"
+    python3 -c 'import json,sys; ls=[json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]; print(json.dumps({"result_lines": len(ls), "errors": sum("error" in l for l in ls)}))' "$W/learn-daemon.out" > "$P/learn-daemon.json"
+    "$BIN" --db "$W/viad$n" daemon stop > /dev/null 2>&1 || true
+    rm -rf "$W/viad$n" "$W/learn-daemon.out"
   fi
 
   # 6. durable writes through the daemon
