@@ -137,7 +137,7 @@ pub fn call(kb: &Kb, method: &str, p: Value, progress: &dyn Fn(u64, u64)) -> Cal
             let ops = ops(kb, p)?;
             write_result(kb, method, kb.write_group(ops)?)
         }
-        Kind::Sync(run, _) => run(kb, p, progress, &|ops| kb.write_group(ops)),
+        Kind::Sync(run, _) => kb.with_index_behind(|write| run(kb, p, progress, write)),
         // Only a daemon answers these.
         Kind::Daemon(_) => Err(CallError::UnknownMethod(method.to_string())),
     }

@@ -24,9 +24,10 @@ use std::time::Instant;
 
 impl Kb {
     /// `sync`: make the documents under the folder's prefix match its markdown files (all of
-    /// them, or `req.paths`), committing through `write_group`.
+    /// them, or `req.paths`), committing through `write_group`, the lexical index catching up
+    /// on a thread of its own (`with_index_behind`).
     pub fn sync(&self, req: &SyncRequest) -> Result<SyncReport> {
-        self.sync_with(req, &|ops| self.write_group(ops), &|_, _| {})
+        self.with_index_behind(|write| self.sync_with(req, write, &|_, _| {}))
     }
 
     /// `sync`, committing each batch through `write` (the daemon passes its group-commit
@@ -587,6 +588,26 @@ mod tests {
             .into_iter()
             .map(|d| d.docid)
             .collect()
+    }
+
+    #[test]
+    fn a_sync_returns_with_the_lexical_index_caught_up_with_its_batches() {
+        let (_tmp, kb, dir) = setup();
+        for i in 0..300 {
+            std::fs::write(
+                dir.join(format!("f{i}.md")),
+                format!("# File {i}\n\nword{i} zzsync\n"),
+            )
+            .unwrap();
+        }
+        let report = kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        assert_eq!(report.added, 302);
+        assert!(report.transactions >= 1, "{report:?}");
+        // Indexed on a thread of its own during the sync, and joined before it returned: the
+        // index holds every change, not only what a search would catch up with.
+        let applied = kb.lexical().unwrap().applied_seq();
+        assert_eq!(applied, kb.last_change_seq().unwrap());
+        assert!(applied > 0);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::error::{KbError, Result};
 use crate::store::durability::JournalState;
 use crate::store::txn::{ReadTables, WriteTables};
 use crate::types::*;
-use crate::writes::{self, WriteOp, WriteOutcome};
+use crate::writes::{self, WriteOp, WriteOutcome, Writer};
 use crate::{elapsed_ms, now};
 use crate::{learn, store, types};
 
@@ -68,14 +68,7 @@ impl Kb {
                     }
                 }
             });
-            let (commit_tx, commit_rx) = std::sync::mpsc::channel::<()>();
-            let indexer = s.spawn(move || {
-                while commit_rx.recv().is_ok() {
-                    // Commits that came meanwhile are taken by the same catch-up.
-                    while commit_rx.try_recv().is_ok() {}
-                    self.index_committed_changes();
-                }
-            });
+            let (commit_tx, indexer) = self.index_behind(s);
             for prepared in prepared_rx {
                 let mut r = prepared.and_then(|p| self.write_prepared_unindexed(p));
                 if let Ok(out) = r.as_mut() {
@@ -95,6 +88,50 @@ impl Kb {
                 tracing::warn!("lexical index update deferred: its thread stopped");
             }
         });
+    }
+
+    /// The lexical index catching up on a thread of its own, in `scope`, while a long run of
+    /// writes goes on (a learn stream, a folder sync): the writer only signals each commit on
+    /// the sender, and commits that come meanwhile are taken by the same catch-up. The index
+    /// has caught up once the sender is dropped and the thread joined.
+    fn index_behind<'scope>(
+        &'scope self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+    ) -> (
+        std::sync::mpsc::Sender<()>,
+        std::thread::ScopedJoinHandle<'scope, ()>,
+    ) {
+        let (commit_tx, commit_rx) = std::sync::mpsc::channel::<()>();
+        let indexer = scope.spawn(move || {
+            while commit_rx.recv().is_ok() {
+                while commit_rx.try_recv().is_ok() {}
+                self.index_committed_changes();
+            }
+        });
+        (commit_tx, indexer)
+    }
+
+    /// Run `work` with a writer (`write_group`'s) whose commits the lexical index takes on a
+    /// thread of its own: a folder sync reads and prepares its next batch meanwhile. The index
+    /// has caught up when this returns.
+    pub fn with_index_behind<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
+        std::thread::scope(|s| {
+            let (commit_tx, indexer) = self.index_behind(s);
+            let write = |ops: Vec<WriteOp>| {
+                let mut r = self.write_group_unindexed(ops);
+                if let Ok(out) = r.as_mut() {
+                    let _ = commit_tx.send(());
+                    self.embed_after_write(out);
+                }
+                r
+            };
+            let out = work(&write);
+            drop(commit_tx);
+            if indexer.join().is_err() {
+                tracing::warn!("lexical index update deferred: its thread stopped");
+            }
+            out
+        })
     }
 
     /// Apply many writes in one durable transaction (group commit), in order. Each gets its
