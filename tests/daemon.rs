@@ -1846,3 +1846,31 @@ fn a_daemon_killed_under_a_learn_stream_fails_only_the_batches_in_flight() {
         .collect();
     assert_all_present_and_check_clean(&db, &kbids);
 }
+
+#[test]
+fn a_write_sent_behind_another_still_finds_the_near_duplicates_that_one_learned() {
+    let (db, _pid) = with_daemon("a fact before the pipelined batches");
+    let base: String = (0..120).map(|i| format!("token{i} ")).collect();
+    let near = base.replace("token60 ", "changed ");
+    // Filler so that the first batch takes the writer a while: the second is read and
+    // prepared (without a near-duplicate scan) before the first commits.
+    let mut first: Vec<Value> = (0..500)
+        .map(|i| json!({"content": format!("filler fact {i} of the first batch")}))
+        .collect();
+    first.push(json!({"content": base}));
+    let mut raw = Raw::connect(&db);
+    let lines = format!(
+        "{}\n{}\n",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "learn_many", "params": {"requests": first}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "learn_many", "params": {"requests": [{"content": near}]}}),
+    );
+    raw.send_raw(lines.as_bytes());
+    let a = raw.read().expect("the first answer");
+    let b = raw.read().expect("the second answer");
+    assert_eq!((a["id"].as_u64(), b["id"].as_u64()), (Some(1), Some(2)));
+    let base_kbid = &a["result"][500]["ok"]["kbid"];
+    assert!(base_kbid.is_string(), "{a}");
+    let found = &b["result"][0]["ok"]["near_duplicates"];
+    assert_eq!(found.as_array().map(Vec::len), Some(1), "{b}");
+    assert_eq!(&found[0]["kbid"], base_kbid);
+}
