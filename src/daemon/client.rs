@@ -388,16 +388,18 @@ impl Client {
                     r => done(r.map_err(CallFailure::into_error)),
                 }
             }
-            sender.join().ok()
+            // A panic while drawing the calls (a bug) is this caller's, as if drawn here.
+            sender
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        if let Some((unsent, rest)) = rest {
-            for params in unsent.into_iter().chain(rest) {
-                done(
-                    serde_json::to_value(params)
-                        .map_err(|e| daemon_err(format!("cannot send {method}: {e}")))
-                        .and_then(|params| self.call(method, params, None)),
-                );
-            }
+        let (unsent, rest) = rest;
+        for params in unsent.into_iter().chain(rest) {
+            done(
+                serde_json::to_value(params)
+                    .map_err(|e| daemon_err(format!("cannot send {method}: {e}")))
+                    .and_then(|params| self.call(method, params, None)),
+            );
         }
     }
 
