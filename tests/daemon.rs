@@ -1785,14 +1785,7 @@ fn writes_sent_before_their_answers_are_answered_in_order_and_seen_by_what_follo
 #[test]
 fn a_daemon_killed_under_a_learn_stream_fails_only_the_batches_in_flight() {
     let (db, pid) = with_daemon("a fact before the stream");
-    let mut child = db
-        .process()
-        .args(["--format", "json", "learn", "--jsonl"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = db.spawn_learn_jsonl(false);
     let mut stdin = child.stdin.take().unwrap();
     // Six batches of 1,024 lines before the kill, so that some are in flight when it comes.
     let (total, before_kill) = (7000, 6000);

@@ -796,3 +796,37 @@ fn jsonl_on_a_terminal_counts_sections_and_their_rate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A line written and left waiting (an agent feeding `learn --jsonl` one note at a time) gets
+/// its result at once, without more input or the end of the input, embedded and through the
+/// daemon.
+#[test]
+fn jsonl_answers_each_line_as_it_comes_without_waiting_for_more() {
+    use std::io::{BufRead, BufReader, Write};
+    for embedded in [true, false] {
+        let db = TestDb::new();
+        let mut child = db.spawn_learn_jsonl(embedded);
+        let mut stdin = child.stdin.take().unwrap();
+        let (tx, results) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        for i in 0..3 {
+            let content = format!("note {i} fed one at a time");
+            writeln!(stdin, "{}", serde_json::json!({ "content": content })).unwrap();
+            stdin.flush().unwrap();
+            let got = results
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .unwrap_or_else(|_| panic!("no result for line {i} (embedded: {embedded})"));
+            let v: Value = serde_json::from_str(&got).unwrap();
+            assert_eq!(v["kbid"], kbdb::kbid_of(content.as_bytes()), "{got}");
+        }
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}

@@ -195,38 +195,19 @@ fn result_text(r: &LearnResult) -> String {
     out
 }
 
-/// Read stdin lines on a thread; group whatever is already waiting (up to JSONL_BATCH) into one
-/// transaction, so a fast pipe gets large batches and a slow stream gets low latency. Batches
-/// are parsed on the thread that prepares them (`Backend::learn_stream`); results are printed
-/// here, in input order, as each batch becomes durable.
+/// Group the stdin lines already waiting (up to JSONL_BATCH) into one transaction, so a fast
+/// pipe gets large batches and a slow stream gets low latency. Lines are read and batches
+/// parsed on the thread that draws them (`Backend::learn_stream`: the one preparing the next
+/// batch while one is written); results are printed in input order as each batch becomes
+/// durable.
 fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
-    let (tx, rx) = mpsc::sync_channel::<(usize, Result<String, KbError>)>(JSONL_BATCH * 4);
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        for i in 1.. {
-            let (line, stop) = match read_jsonl_line(&mut stdin) {
-                Ok(None) => break,
-                Ok(Some(line)) => (line, false),
-                Err(e) => (
-                    Err(KbError::invalid(
-                        "line",
-                        format!("cannot read standard input: {e}"),
-                    )),
-                    true,
-                ),
-            };
-            if tx.send((i, line)).is_err() || stop {
-                break;
-            }
-        }
-    });
+    let mut lines = StdinLines::new();
     // Each batch's lines: its line number and either its index among the batch's requests or
     // why it could not be parsed. Sent before the batch is handed on, so it is here when the
     // batch's results are.
     let (slots_tx, slots_rx) = mpsc::channel::<Vec<(usize, Result<usize, KbError>)>>();
     let batches = std::iter::from_fn(move || {
-        let first = rx.recv().ok()?;
-        let (slots, reqs) = parse_batch(next_batch(first, &rx));
+        let (slots, reqs) = parse_batch(lines.next_batch()?);
         slots_tx.send(slots).ok()?;
         Some(reqs)
     });
@@ -270,22 +251,97 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
 
 type Line = (usize, Result<String, KbError>);
 
-/// `first` and the lines already waiting after it, up to JSONL_BATCH lines or
-/// JSONL_BATCH_BYTES bytes.
-fn next_batch(first: Line, rx: &mpsc::Receiver<Line>) -> Vec<Line> {
-    let line_len = |item: &Line| item.1.as_ref().map_or(0, |l| l.len());
-    let mut bytes = line_len(&first);
-    let mut batch = vec![first];
-    while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES {
-        match rx.try_recv() {
-            Ok(item) => {
-                bytes += line_len(&item);
-                batch.push(item);
-            }
-            Err(_) => break,
+/// Descriptor 0, read without the standard library's own buffer in front of it.
+struct RawStdin(std::mem::ManuallyDrop<std::fs::File>);
+
+impl Read for RawStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        (&*self.0).read(buf)
+    }
+}
+
+/// Standard input's lines, numbered from 1, read straight from its descriptor through a buffer
+/// of our own, so that whether another line is waiting can be known without blocking.
+struct StdinLines {
+    reader: std::io::BufReader<RawStdin>,
+    next_no: usize,
+    ended: bool,
+}
+
+impl StdinLines {
+    fn new() -> StdinLines {
+        use std::os::fd::FromRawFd;
+        // SAFETY: descriptor 0 stays open for the process's life; ManuallyDrop never closes it,
+        // and nothing else reads standard input while a stream is learned.
+        let stdin = RawStdin(std::mem::ManuallyDrop::new(unsafe {
+            std::fs::File::from_raw_fd(0)
+        }));
+        StdinLines {
+            reader: std::io::BufReader::with_capacity(1 << 16, stdin),
+            next_no: 1,
+            ended: false,
         }
     }
-    batch
+
+    /// The next line (waiting for it); None at the end of the input, or after a read error
+    /// (reported as that line's result).
+    fn next_line(&mut self) -> Option<Line> {
+        if self.ended {
+            return None;
+        }
+        let line = match read_jsonl_line(&mut self.reader) {
+            Ok(None) => {
+                self.ended = true;
+                return None;
+            }
+            Ok(Some(line)) => line,
+            Err(e) => {
+                self.ended = true;
+                Err(KbError::invalid(
+                    "line",
+                    format!("cannot read standard input: {e}"),
+                ))
+            }
+        };
+        let no = self.next_no;
+        self.next_no += 1;
+        Some((no, line))
+    }
+
+    /// Whether the next line (or the end) can be read without waiting: a whole line is in the
+    /// buffer, or standard input has bytes (or its end) to read. A line of which only a part
+    /// has come is read whole: the rest of a line being written follows at once.
+    fn waiting(&self) -> bool {
+        if self.reader.buffer().contains(&b'\n') {
+            return true;
+        }
+        let mut fd = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call; a zero timeout never blocks.
+        unsafe { libc::poll(&mut fd, 1, 0) > 0 }
+    }
+
+    /// The next line and the lines already waiting after it, up to JSONL_BATCH lines or
+    /// JSONL_BATCH_BYTES bytes; None at the end of the input.
+    fn next_batch(&mut self) -> Option<Vec<Line>> {
+        let line_len = |item: &Line| item.1.as_ref().map_or(0, |l| l.len());
+        let first = self.next_line()?;
+        let mut bytes = line_len(&first);
+        let mut batch = vec![first];
+        while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES && self.waiting() {
+            match self.next_line() {
+                Some(item) => {
+                    bytes += line_len(&item);
+                    batch.push(item);
+                }
+                None => break,
+            }
+        }
+        Some(batch)
+    }
 }
 
 /// Parse each line of a batch: its slots (line number, and the index of its request or why it

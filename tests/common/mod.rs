@@ -142,17 +142,19 @@ impl TestDb {
     /// `kbdb --embedded learn --jsonl --format json` as a child with piped stdin/stdout, holding
     /// the database open (in process) until its stdin closes or it is killed.
     pub fn spawn_jsonl(&self) -> std::process::Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"))
-            .env("KBDB_RUNTIME_DIR", self.runtime_dir())
-            .args([
-                "--db",
-                self.dir.to_str().unwrap(),
-                "--embedded",
-                "learn",
-                "--jsonl",
-                "--format",
-                "json",
-            ])
+        self.spawn_learn_jsonl(true)
+    }
+
+    /// `kbdb learn --jsonl --format json` as a child with piped stdin/stdout: in process when
+    /// `embedded`, else through the database's daemon (started if none runs).
+    pub fn spawn_learn_jsonl(&self, embedded: bool) -> std::process::Child {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"));
+        cmd.env("KBDB_RUNTIME_DIR", self.runtime_dir())
+            .args(["--db", self.dir.to_str().unwrap()]);
+        if embedded {
+            cmd.arg("--embedded");
+        }
+        cmd.args(["learn", "--jsonl", "--format", "json"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
