@@ -23,7 +23,8 @@
 #   6. with --durable N (default 10000 at the smallest size only, 0 = off): one acknowledged
 #      write at a time through the daemon (1 writer, N lines) and 8 concurrent writers
 #      (N lines in all), into a fresh database (tools/bench_scale_drive.py durable);
-#   then the databases of that size are deleted (unless --keep).
+#   each timed write step starts after `sync` and a second's pause (the previous step's
+#   writeback out of the way); then the databases of that size are deleted (unless --keep).
 # tools/bench-scale-report.py prints the Markdown table (kbdb, FTS5, kbdb/FTS5 per size).
 # Results: OUT (default /tmp/kbdb-scale/results/<timestamp>): one JSON per step, env.txt,
 # report.md. BIN defaults to /work/bin/kbdb if present, else target/release/kbdb (built).
@@ -55,6 +56,9 @@ K=${KBDB_BENCH_KIT:-$ROOT/../shared/bench}
 K=$(cd "$K" && pwd)
 export PYTHONDONTWRITEBYTECODE=1
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# Before each timed write step: the previous step's dirty pages go to the disk first, so that
+# one step's writeback does not slow the next one's fsyncs.
+settle() { sync; sleep 1; }
 if [[ -z $BIN ]]; then
   if [[ -x /work/bin/kbdb ]]; then BIN=/work/bin/kbdb
   else
@@ -124,6 +128,7 @@ for n in "${SZ[@]}"; do
 
   # 1. FTS5
   dur=0; [[ $first == 1 ]] && dur=$DURABLE
+  settle
   log "s$n: FTS5 (durable $dur)"
   timev "$P/fts5.time" python3 "$K/baseline_fts5.py" --corpus "$C/md" --queries "$C/queries.jsonl" \
     --durable-limit "$dur" --out "$P/fts5.json" > /dev/null 2> "$P/fts5.err" || { cat "$P/fts5.err" >&2; exit 1; }
@@ -131,6 +136,7 @@ for n in "${SZ[@]}"; do
 
   # 2. kbdb learn --jsonl --embedded
   DB=$W/kb$n
+  settle
   log "s$n: kbdb learn --jsonl --embedded ($secs lines; load $(loadavg))"
   timev "$P/learn.time" "$BIN" --db "$DB" --embedded --format json learn --jsonl < "$C/learn.jsonl" > "$W/learn.out" 2> "$P/learn.err" || true
   tv_json "$P/learn.time" > "$P/learn-proc.json"
@@ -181,6 +187,7 @@ PY
 
   # 5. sync of the folder
   if (( n <= SYNC_MAX )); then
+    settle
     log "s$n: kbdb sync --embedded (load $(loadavg))"
     # sync does not create a database (learn and import do): init it first
     "$BIN" --db "$W/sync$n" --embedded init > /dev/null 2> "$P/sync.err" || cat "$P/sync.err" >&2
@@ -192,6 +199,7 @@ PY
 
   # 5b. learn --jsonl through the daemon: the default path (the client starts the daemon)
   if (( n <= SYNC_MAX )); then
+    settle
     log "s$n: kbdb learn --jsonl through the daemon (load $(loadavg))"
     "$BIN" --db "$W/viad$n" --embedded init > /dev/null 2> "$P/learn-daemon.err" || cat "$P/learn-daemon.err" >&2
     timev "$P/learn-daemon.time" "$BIN" --db "$W/viad$n" --format json learn --jsonl < "$C/learn.jsonl" > "$W/learn-daemon.out" 2> "$P/learn-daemon.err" || true
@@ -203,6 +211,7 @@ PY
 
   # 6. durable writes through the daemon
   if (( dur > 0 )); then
+    settle
     log "s$n: durable ingest, 1 writer then 8 writers ($dur lines each run)"
     python3 "$ROOT/tools/bench_scale_drive.py" durable "$BIN" "$W/dur1" "$C/learn.jsonl" --writers 1 --lines "$dur" > "$P/durable1.json"
     "$BIN" --db "$W/dur1" daemon stop > /dev/null 2>&1 || true
