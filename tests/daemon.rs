@@ -1867,3 +1867,43 @@ fn a_write_sent_behind_another_still_finds_the_near_duplicates_that_one_learned(
     assert_eq!(found.as_array().map(Vec::len), Some(1), "{b}");
     assert_eq!(&found[0]["kbid"], base_kbid);
 }
+
+#[test]
+fn a_learn_stream_whose_daemon_stops_answering_fails_that_batch_and_goes_on_once_it_answers() {
+    let (db, pid) = with_daemon("a fact before the stream");
+    let mut child = db
+        .process()
+        .env("KBDB_REQUEST_TIMEOUT_SECS", "2")
+        .args(["--format", "json", "learn", "--jsonl"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let results = common::stdout_lines(&mut child);
+    let mut feed = |text: &str| -> Value {
+        writeln!(stdin, "{}", json!({ "content": text })).unwrap();
+        stdin.flush().unwrap();
+        let line = results
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a result line");
+        serde_json::from_str(&line).unwrap()
+    };
+    assert!(feed("learned while the daemon answers")["kbid"].is_string());
+    // A daemon that stops answering (suspended): the line waits the request timeout, then
+    // fails, saying so.
+    signal(pid, libc::SIGSTOP);
+    let unanswered = feed("sent to a daemon that does not answer");
+    signal(pid, libc::SIGCONT);
+    let message = unanswered["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("did not answer learn_many within 2s"),
+        "{unanswered}"
+    );
+    // The stream goes on, on a new connection to the daemon answering again.
+    assert!(feed("learned once the daemon answers again")["kbid"].is_string());
+    drop(stdin);
+    assert_eq!(child.wait().unwrap().code(), Some(6), "one line failed");
+    assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves on");
+}

@@ -802,20 +802,12 @@ fn jsonl_on_a_terminal_counts_sections_and_their_rate() {
 /// daemon.
 #[test]
 fn jsonl_answers_each_line_as_it_comes_without_waiting_for_more() {
-    use std::io::{BufRead, BufReader, Write};
+    use std::io::Write;
     for embedded in [true, false] {
         let db = TestDb::new();
         let mut child = db.spawn_learn_jsonl(embedded);
         let mut stdin = child.stdin.take().unwrap();
-        let (tx, results) = std::sync::mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                if tx.send(line.unwrap()).is_err() {
-                    break;
-                }
-            }
-        });
+        let results = common::stdout_lines(&mut child);
         for i in 0..3 {
             let content = format!("note {i} fed one at a time");
             writeln!(stdin, "{}", serde_json::json!({ "content": content })).unwrap();

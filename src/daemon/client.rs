@@ -329,19 +329,13 @@ impl Client {
         if self.closed_by_daemon() {
             match Client::connect(&self.db_dir) {
                 Ok(c) => *self = c,
-                Err(e) => {
-                    let message = e.to_string();
-                    done(Err(e));
-                    for _ in calls {
-                        done(Err(daemon_err(message.clone())));
-                    }
-                    return;
-                }
+                // Each call tries again, one at a time, and says why it failed.
+                Err(_) => return self.call_each(method, None, calls, done),
             }
         }
         let timeout = self.request_timeout;
         let (writer, reader, next_id) = (&mut self.writer, &mut self.reader, &mut self.next_id);
-        let rest = std::thread::scope(|s| {
+        let (unsent, rest) = std::thread::scope(|s| {
             // A rendezvous: the next call is sent only once the answer to the one before it
             // is being read, so no more than two are unanswered.
             let (sent_tx, sent) = mpsc::sync_channel::<(u64, CallOutcome<()>)>(0);
@@ -393,8 +387,18 @@ impl Client {
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
-        let (unsent, rest) = rest;
-        for params in unsent.into_iter().chain(rest) {
+        self.call_each(method, unsent, rest, done);
+    }
+
+    /// `call` for `first` (if any), then for each of `calls`, in order.
+    fn call_each<P: serde::Serialize>(
+        &mut self,
+        method: &str,
+        first: Option<P>,
+        calls: impl Iterator<Item = P>,
+        mut done: impl FnMut(Result<Value>),
+    ) {
+        for params in first.into_iter().chain(calls) {
             done(
                 serde_json::to_value(params)
                     .map_err(|e| daemon_err(format!("cannot send {method}: {e}")))

@@ -1098,11 +1098,10 @@ fn dispatch(
                 }
             };
             match op.kind {
-                Kind::Write(ops, _) => {
-                    let ops = ops(&state.kb, params)?;
-                    let outcomes = submit(state, ops).map_err(CallError::Kb)?;
-                    methods::write_result(&state.kb, m, outcomes)
-                }
+                // Queued by `handle` through the connection's pipeline, never dispatched.
+                Kind::Write(..) => Err(CallError::Kb(KbError::Storage(format!(
+                    "{m} reached the dispatch of reads (internal error)"
+                )))),
                 // The folder is read here; each batch is committed by the writer, like any write.
                 Kind::Sync(run, _) => run(&state.kb, params, &progress, &|ops| submit(state, ops)),
                 Kind::Read(run) | Kind::Maintenance(run) => run(&state.kb, params, &progress),

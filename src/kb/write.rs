@@ -61,54 +61,28 @@ impl Kb {
                     // No near-duplicate scan here: the batch being written meanwhile is not
                     // in the index yet, so the writer would scan again.
                     let prepared = self.check_batch(reqs.len()).map(|()| {
-                        self.prepare_writes(reqs.into_iter().map(WriteOp::Learn).collect(), false)
+                        self.prepare_group(reqs.into_iter().map(WriteOp::Learn).collect(), false)
                     });
                     if prepared_tx.send(prepared).is_err() {
                         break;
                     }
                 }
             });
-            let (commit_tx, indexer) = self.index_behind(s);
+            let index = IndexBehind::start(self, s);
             for prepared in prepared_rx {
                 let mut r = prepared.and_then(|p| self.write_prepared_unindexed(p));
-                if let Ok(out) = r.as_mut() {
-                    let _ = commit_tx.send(());
-                    self.embed_after_write(out);
-                }
+                index.committed(&mut r);
                 if results_tx.send(r.map(learned)).is_err() {
                     break;
                 }
             }
             drop(results_tx);
-            if reporter.join().is_err() {
-                tracing::warn!("the results of a learn stream were not all reported");
+            // A panic while reporting (a bug) is this caller's, as when it reported itself.
+            if let Err(panic) = reporter.join() {
+                std::panic::resume_unwind(panic);
             }
-            drop(commit_tx);
-            if indexer.join().is_err() {
-                tracing::warn!("lexical index update deferred: its thread stopped");
-            }
+            index.finish();
         });
-    }
-
-    /// The lexical index catching up on a thread of its own, in `scope`, while a long run of
-    /// writes goes on (a learn stream, a folder sync): the writer only signals each commit on
-    /// the sender, and commits that come meanwhile are taken by the same catch-up. The index
-    /// has caught up once the sender is dropped and the thread joined.
-    fn index_behind<'scope>(
-        &'scope self,
-        scope: &'scope std::thread::Scope<'scope, '_>,
-    ) -> (
-        std::sync::mpsc::Sender<()>,
-        std::thread::ScopedJoinHandle<'scope, ()>,
-    ) {
-        let (commit_tx, commit_rx) = std::sync::mpsc::channel::<()>();
-        let indexer = scope.spawn(move || {
-            while commit_rx.recv().is_ok() {
-                while commit_rx.try_recv().is_ok() {}
-                self.index_committed_changes();
-            }
-        });
-        (commit_tx, indexer)
     }
 
     /// Run `work` with a writer (`write_group`'s) whose commits the lexical index takes on a
@@ -116,20 +90,14 @@ impl Kb {
     /// has caught up when this returns.
     pub fn with_index_behind<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
         std::thread::scope(|s| {
-            let (commit_tx, indexer) = self.index_behind(s);
+            let index = IndexBehind::start(self, s);
             let write = |ops: Vec<WriteOp>| {
                 let mut r = self.write_group_unindexed(ops);
-                if let Ok(out) = r.as_mut() {
-                    let _ = commit_tx.send(());
-                    self.embed_after_write(out);
-                }
+                index.committed(&mut r);
                 r
             };
             let out = work(&write);
-            drop(commit_tx);
-            if indexer.join().is_err() {
-                tracing::warn!("lexical index update deferred: its thread stopped");
-            }
+            index.finish();
             out
         })
     }
@@ -151,16 +119,18 @@ impl Kb {
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         self.check_batch(ops.len())?;
-        let prepared = self.prepare_writes(ops, true);
+        let prepared = self.prepare_group(ops, true);
         self.write_prepared_unindexed(prepared)
     }
 
     /// `prepare_write` for each write of a group, on every core: preparing (hashing, shingling,
     /// reference markers, near-duplicate candidates) costs more per section than applying it,
-    /// and a bulk load's group would otherwise prepare on one core while the others wait.
-    /// Results keep the writes' order. `scan`: look for near duplicates among what is committed
-    /// (see `prepare_write`).
-    fn prepare_writes(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
+    /// and a bulk load's group (a client's `learn_many`) would otherwise prepare on one core
+    /// while the others wait. Results keep the writes' order. `scan`: look for near duplicates
+    /// among what is committed (see `prepare_write`); false for a group prepared while an
+    /// earlier one of the same client is still to commit: the writer would scan again anyway
+    /// once more than a few sections were committed since, so it does (`learn::complete_scan`).
+    pub fn prepare_group(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
         /// Fewer writes than this per thread are prepared where they are (a thread costs more).
         const MIN_PER_THREAD: usize = 64;
         let threads = crate::process::cores().min(ops.len() / MIN_PER_THREAD);
@@ -231,15 +201,6 @@ impl Kb {
     /// single writer only applies.
     pub fn prepare_write(&self, op: WriteOp) -> Result<PreparedWrite> {
         self.prepare_write_scanning(op, true)
-    }
-
-    /// `prepare_write` for each write of a group, on every core when the group is large (a
-    /// client's `learn_many` of a bulk load), in order. `scan`: look for near duplicates among
-    /// what is committed; false for a group prepared while the same client's previous group is
-    /// still to commit: the writer would scan again anyway once more than a few sections were
-    /// committed since, so the writer does it (`learn::complete_scan`).
-    pub fn prepare_group(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
-        self.prepare_writes(ops, scan)
     }
 
     /// `prepare_write`, with the near-duplicate scan left to the writer unless `scan`.
@@ -574,4 +535,46 @@ fn learned(out: Vec<Result<WriteOutcome>>) -> Vec<Result<LearnResult>> {
     out.into_iter()
         .map(|r| r.and_then(writes::outcome))
         .collect()
+}
+
+/// The lexical index catching up on a thread of its own while a long run of writes goes on (a
+/// learn stream, a folder sync): the writer only signals each commit, and commits that come
+/// meanwhile are taken by the same catch-up.
+struct IndexBehind<'scope, 'kb> {
+    kb: &'kb Kb,
+    commits: std::sync::mpsc::Sender<()>,
+    thread: std::thread::ScopedJoinHandle<'scope, ()>,
+}
+
+impl<'scope, 'kb: 'scope> IndexBehind<'scope, 'kb> {
+    fn start(kb: &'kb Kb, scope: &'scope std::thread::Scope<'scope, '_>) -> Self {
+        let (commits, committed) = std::sync::mpsc::channel::<()>();
+        let thread = scope.spawn(move || {
+            while committed.recv().is_ok() {
+                while committed.try_recv().is_ok() {}
+                kb.index_committed_changes();
+            }
+        });
+        IndexBehind {
+            kb,
+            commits,
+            thread,
+        }
+    }
+
+    /// After a group: a committed one is indexed behind, and embedded (as `write_group` does).
+    fn committed(&self, outcome: &mut Result<Vec<Result<WriteOutcome>>>) {
+        if let Ok(out) = outcome.as_mut() {
+            let _ = self.commits.send(());
+            self.kb.embed_after_write(out);
+        }
+    }
+
+    /// Wait until the index has taken every commit.
+    fn finish(self) {
+        drop(self.commits);
+        if self.thread.join().is_err() {
+            tracing::warn!("lexical index update deferred: its thread stopped");
+        }
+    }
 }
