@@ -41,6 +41,8 @@ pub mod skills;
 pub mod snapshot;
 pub mod store;
 pub mod sync;
+#[cfg(test)]
+mod test_rng;
 pub mod text;
 pub mod types;
 mod unlearn;

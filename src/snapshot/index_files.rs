@@ -1317,13 +1317,8 @@ built_at = \"2026-06-23T10:00:00Z\"
     #[test]
     fn random_bytes_never_panic() {
         let f = files();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::test_rng::XorShift::new(0x2545_f491_4f6c_dd1d);
+        let mut next = || rng.next_u64();
         for _ in 0..2000 {
             for (orig, which) in [
                 (&f.corpus, 0),

@@ -907,13 +907,8 @@ mod tests {
             "\t\n",
             "# \n",
         ];
-        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rng = crate::test_rng::XorShift::new(0x9E37_79B9_7F4A_7C15);
+        let mut next = move |n: usize| rng.below(n as u64) as usize;
         let texts = |hs: &[Heading]| {
             hs.iter()
                 .map(|h| (h.level, normalized(&h.text)))
