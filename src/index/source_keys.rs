@@ -14,79 +14,115 @@ pub enum SourceKeyChange {
 }
 
 /// Source key → kbids, both in order (a prefix read lists keys in order; the kbids of one key
-/// come in kbid order, as the table's values did). Held for every titled section, so a key
-/// with one section (nearly all of them) holds it inline instead of in a one-element set:
-/// ~150 bytes per entry where a set per key took ~400 (docs/performance.md, *Memory*).
+/// come in kbid order, as the table's values did). Held for every titled section, so its
+/// size is what it costs per section: most entries sit in a packed, front-coded run (`Packed`,
+/// ~50 bytes an entry where a tree of boxed strings took ~150; docs/performance.md); entries
+/// added since the run was built wait in a small tree, and entries removed from the run are
+/// marked in a bitmap, until the next repacking merges them in.
 #[derive(Debug, Default)]
 pub struct SourceKeyIndex {
-    keys: BTreeMap<Box<str>, Kbids>,
+    packed: Packed,
+    /// One bit per packed entry: set when it was removed since the run was built.
+    removed: Vec<u64>,
+    removed_count: usize,
+    /// (key, kbid) pairs added since the run was built and not in it.
+    fresh: BTreeSet<(Box<str>, Box<str>)>,
     entries: usize,
 }
 
-/// The sections under one key.
-#[derive(Debug)]
-enum Kbids {
-    One(Box<str>),
-    Many(BTreeSet<Box<str>>),
-}
+/// Entries per block of the packed run: the first key of a block is stored whole (a binary
+/// search over blocks finds a key), the others only as what differs from the key before them.
+const BLOCK: usize = 16;
 
-impl Kbids {
-    fn iter(&self) -> impl Iterator<Item = &str> {
-        let (one, many) = match self {
-            Kbids::One(k) => (Some(&**k), None),
-            Kbids::Many(set) => (None, Some(set.iter().map(|k| &**k))),
-        };
-        one.into_iter().chain(many.into_iter().flatten())
-    }
+/// Fresh entries that trigger repacking: an eighth of the run, within these bounds (a repack
+/// re-encodes the whole run, so the share keeps its cost per entry constant; the upper bound
+/// keeps the boxed entries' memory small at millions of sections).
+fn fresh_limit(packed: usize) -> usize {
+    let (low, high) = if cfg!(test) { (8, 64) } else { (4096, 65536) };
+    (packed / 8).clamp(low, high)
 }
 
 impl SourceKeyIndex {
     pub fn add(&mut self, key: &str, kbid: &str) {
-        let added = match self.keys.get_mut(key) {
-            None => {
-                self.keys.insert(key.into(), Kbids::One(kbid.into()));
-                true
+        if let Some(i) = self.packed.find(key.as_bytes(), kbid) {
+            if self.is_removed(i) {
+                self.removed[i / 64] &= !(1 << (i % 64));
+                self.removed_count -= 1;
+                self.entries += 1;
             }
-            Some(slot) => match slot {
-                Kbids::One(k) if &**k == kbid => false,
-                Kbids::One(k) => {
-                    let first = std::mem::take(k);
-                    *slot = Kbids::Many(BTreeSet::from([first, kbid.into()]));
-                    true
-                }
-                Kbids::Many(set) => set.insert(kbid.into()),
-            },
-        };
-        if added {
+            return;
+        }
+        if self.fresh.insert((key.into(), kbid.into())) {
             self.entries += 1;
+            if self.fresh.len() >= fresh_limit(self.packed.len) {
+                self.repack();
+            }
         }
     }
 
     pub fn remove(&mut self, key: &str, kbid: &str) {
-        let Some(kbids) = self.keys.get_mut(key) else {
+        if self.fresh.remove(&(Box::from(key), Box::from(kbid))) {
+            self.entries -= 1;
+            return;
+        }
+        let Some(i) = self.packed.find(key.as_bytes(), kbid) else {
             return;
         };
-        let (removed, empty) = match kbids {
-            Kbids::One(k) => {
-                let hit = &**k == kbid;
-                (hit, hit)
-            }
-            Kbids::Many(set) => {
-                let hit = set.remove(kbid);
-                if set.len() == 1
-                    && let Some(last) = set.pop_first()
-                {
-                    *kbids = Kbids::One(last);
+        if self.is_removed(i) {
+            return;
+        }
+        if self.removed.is_empty() {
+            self.removed = vec![0; self.packed.len.div_ceil(64)];
+        }
+        self.removed[i / 64] |= 1 << (i % 64);
+        self.removed_count += 1;
+        self.entries -= 1;
+        if self.removed_count >= fresh_limit(self.packed.len).max(self.packed.len / 4) {
+            self.repack();
+        }
+    }
+
+    fn is_removed(&self, i: usize) -> bool {
+        self.removed
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Merge the fresh entries into the run and drop the removed ones from it. The old run is
+    /// read a segment at a time and each segment is freed once read, so repacking holds about
+    /// one run, not two.
+    fn repack(&mut self) {
+        let old = std::mem::take(&mut self.packed);
+        let removed = std::mem::take(&mut self.removed);
+        self.removed_count = 0;
+        let mut out = Builder::default();
+        let mut fresh = self.fresh.iter().peekable();
+        let mut index = 0usize;
+        let mut key = Vec::new();
+        for segment in old.segments {
+            let mut at = 0;
+            while at < segment.len() {
+                let kbid = decode(&segment, &mut at, &mut key);
+                let gone = removed
+                    .get(index / 64)
+                    .is_some_and(|w| w & (1 << (index % 64)) != 0);
+                index += 1;
+                if gone {
+                    continue;
                 }
-                (hit, false)
+                while let Some((k, v)) = fresh
+                    .next_if(|(k, v)| (k.as_bytes(), v.as_bytes()) < (&key[..], kbid.as_bytes()))
+                {
+                    out.push(k.as_bytes(), v);
+                }
+                out.push(&key, kbid);
             }
-        };
-        if removed {
-            self.entries -= 1;
         }
-        if empty {
-            self.keys.remove(key);
+        for (k, v) in fresh {
+            out.push(k.as_bytes(), v);
         }
+        self.packed = out.finish();
+        self.fresh.clear();
     }
 
     pub fn apply(&mut self, changes: &[SourceKeyChange]) {
@@ -99,20 +135,27 @@ impl SourceKeyIndex {
     }
 
     /// The sections under `key`, in kbid order.
-    pub fn kbids(&self, key: &str) -> impl Iterator<Item = &str> {
-        self.keys.get(key).into_iter().flat_map(Kbids::iter)
+    pub fn kbids<'a>(&'a self, key: &'a str) -> Entries<'a> {
+        self.entries(key, true)
     }
 
     /// The sections under every key starting with `prefix`: keys in order, each key's kbids in
     /// kbid order.
-    pub fn with_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
-        self.keys
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .flat_map(|(_, kbids)| kbids.iter())
+    pub fn with_prefix<'a>(&'a self, prefix: &'a str) -> Entries<'a> {
+        self.entries(prefix, false)
+    }
+
+    fn entries<'a>(&'a self, key: &'a str, exact: bool) -> Entries<'a> {
+        let from = (Box::<str>::from(key), Box::<str>::from(""));
+        Entries {
+            run: Cursor::seek(&self.packed, &self.removed, key.as_bytes(), true),
+            fresh: self
+                .fresh
+                .range((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+                .peekable(),
+            key: key.as_bytes(),
+            exact,
+        }
     }
 
     /// How many (key, section) entries the index holds.
@@ -123,6 +166,295 @@ impl SourceKeyIndex {
     pub fn is_empty(&self) -> bool {
         self.entries == 0
     }
+
+    /// Bytes the index holds on the heap, roughly (the fresh tree's nodes are estimated).
+    pub fn heap_bytes(&self) -> usize {
+        let fresh: usize = self
+            .fresh
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 * std::mem::size_of::<Box<str>>() + 16)
+            .sum();
+        self.packed
+            .segments
+            .iter()
+            .map(Vec::capacity)
+            .sum::<usize>()
+            + self.packed.segments.capacity() * std::mem::size_of::<Vec<u8>>()
+            + self.packed.blocks.capacity() * std::mem::size_of::<BlockAt>()
+            + self.removed.capacity() * 8
+            + fresh
+    }
+}
+
+/// The sections under a key, or under the keys with a prefix: the packed run's and the fresh
+/// ones merged in (key, kbid) order.
+pub struct Entries<'a> {
+    run: Cursor<'a>,
+    fresh: std::iter::Peekable<std::collections::btree_set::Range<'a, (Box<str>, Box<str>)>>,
+    key: &'a [u8],
+    exact: bool,
+}
+
+impl<'a> Entries<'a> {
+    fn matches(&self, key: &[u8]) -> bool {
+        match self.exact {
+            true => key == self.key,
+            false => key.starts_with(self.key),
+        }
+    }
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let run = self.run.valid && self.matches(&self.run.key);
+        let fresh = self
+            .fresh
+            .peek()
+            .copied()
+            .filter(|(k, _)| self.matches(k.as_bytes()));
+        let take_fresh = match (run, fresh) {
+            (false, None) => return None,
+            (true, None) => false,
+            (false, Some(_)) => true,
+            (true, Some((k, v))) => {
+                (k.as_bytes(), v.as_bytes()) < (&self.run.key[..], self.run.kbid.as_bytes())
+            }
+        };
+        if take_fresh {
+            return self.fresh.next().map(|(_, v)| &**v);
+        }
+        let kbid = self.run.kbid;
+        self.run.advance();
+        Some(kbid)
+    }
+}
+
+/// A sorted run of (key, kbid) entries in segments of about `SEGMENT_BYTES`, each a whole
+/// number of blocks. Each entry: the length of the prefix it shares with the key before it (0
+/// at a block's start), the length and bytes of the rest of its key, the length and bytes of
+/// its kbid; lengths as LEB128 varints.
+#[derive(Debug, Default)]
+struct Packed {
+    segments: Vec<Vec<u8>>,
+    /// Where each block's first entry is.
+    blocks: Vec<BlockAt>,
+    len: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BlockAt {
+    segment: u32,
+    at: u32,
+}
+
+/// Size at which the builder starts a new segment (at the next block).
+const SEGMENT_BYTES: usize = if cfg!(test) { 256 } else { 1 << 20 };
+
+/// Decode the entry at `at` of a segment into `key` (holding the key before it); its kbid.
+fn decode<'a>(bytes: &'a [u8], at: &mut usize, key: &mut Vec<u8>) -> &'a str {
+    let shared = read_varint(bytes, at);
+    let n = read_varint(bytes, at);
+    key.truncate(shared);
+    key.extend_from_slice(bytes.get(*at..*at + n).unwrap_or_default());
+    *at += n;
+    let k = read_varint(bytes, at);
+    let kbid = bytes
+        .get(*at..*at + k)
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .unwrap_or_default();
+    *at += k;
+    kbid
+}
+
+impl Packed {
+    /// The first key of block `b` (stored whole).
+    fn first_key(&self, b: BlockAt) -> &[u8] {
+        let bytes = &self.segments[b.segment as usize];
+        let mut p = b.at as usize;
+        let _shared = read_varint(bytes, &mut p);
+        let n = read_varint(bytes, &mut p);
+        bytes.get(p..p + n).unwrap_or_default()
+    }
+
+    /// The position of the entry (key, kbid), removed or not.
+    fn find(&self, key: &[u8], kbid: &str) -> Option<usize> {
+        let mut c = Cursor::seek(self, &[], key, false);
+        while c.valid && c.key == key {
+            match c.kbid.cmp(kbid) {
+                std::cmp::Ordering::Less => c.advance(),
+                std::cmp::Ordering::Equal => return Some(c.index),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
+/// Reads a packed run in order, one entry at a time (`valid` once past its end is false).
+struct Cursor<'a> {
+    packed: &'a Packed,
+    /// Entries marked here are skipped (empty: none).
+    removed: &'a [u64],
+    /// Where the next entry starts, and its position.
+    segment: usize,
+    at: usize,
+    next: usize,
+    /// The current entry: its position, key and kbid.
+    valid: bool,
+    index: usize,
+    key: Vec<u8>,
+    kbid: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    fn at_block(packed: &'a Packed, removed: &'a [u64], block: usize) -> Self {
+        let (segment, at, next) = match packed.blocks.get(block) {
+            Some(b) => (b.segment as usize, b.at as usize, block * BLOCK),
+            None => (0, 0, packed.len),
+        };
+        let mut c = Cursor {
+            packed,
+            removed,
+            segment,
+            at,
+            next,
+            valid: false,
+            index: 0,
+            key: Vec::new(),
+            kbid: "",
+        };
+        c.advance();
+        c
+    }
+
+    /// At the first entry whose key is `key` or after it (skipping removed entries when
+    /// `live`).
+    fn seek(packed: &'a Packed, removed: &'a [u64], key: &[u8], live: bool) -> Self {
+        let after = packed
+            .blocks
+            .partition_point(|&b| packed.first_key(b) < key);
+        let removed = if live { removed } else { &[] };
+        let mut c = Self::at_block(packed, removed, after.saturating_sub(1));
+        while c.valid && &c.key[..] < key {
+            c.advance();
+        }
+        c
+    }
+
+    /// To the next entry not removed.
+    fn advance(&mut self) {
+        loop {
+            if !self.step() {
+                self.valid = false;
+                return;
+            }
+            let i = self.index;
+            let gone = self
+                .removed
+                .get(i / 64)
+                .is_some_and(|w| w & (1 << (i % 64)) != 0);
+            if !gone {
+                self.valid = true;
+                return;
+            }
+        }
+    }
+
+    /// Decode the next entry, removed or not.
+    fn step(&mut self) -> bool {
+        if self.next >= self.packed.len {
+            return false;
+        }
+        let segments = &self.packed.segments;
+        if self.at >= segments[self.segment].len() {
+            self.segment += 1;
+            self.at = 0;
+        }
+        let Some(bytes) = segments.get(self.segment) else {
+            return false;
+        };
+        self.kbid = decode(bytes, &mut self.at, &mut self.key);
+        self.index = self.next;
+        self.next += 1;
+        true
+    }
+}
+
+/// Builds a packed run from entries given in order.
+#[derive(Default)]
+struct Builder {
+    packed: Packed,
+    current: Vec<u8>,
+    last_key: Vec<u8>,
+}
+
+impl Builder {
+    fn push(&mut self, key: &[u8], kbid: &str) {
+        let p = &mut self.packed;
+        let shared = if p.len.is_multiple_of(BLOCK) {
+            if self.current.len() >= SEGMENT_BYTES {
+                let mut full = std::mem::take(&mut self.current);
+                full.shrink_to_fit();
+                p.segments.push(full);
+            }
+            p.blocks.push(BlockAt {
+                segment: p.segments.len() as u32,
+                at: self.current.len() as u32,
+            });
+            0
+        } else {
+            key.iter()
+                .zip(&self.last_key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let out = &mut self.current;
+        write_varint(out, shared);
+        write_varint(out, key.len() - shared);
+        out.extend_from_slice(&key[shared..]);
+        write_varint(out, kbid.len());
+        out.extend_from_slice(kbid.as_bytes());
+        p.len += 1;
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+    }
+
+    fn finish(mut self) -> Packed {
+        if !self.current.is_empty() {
+            self.current.shrink_to_fit();
+            self.packed.segments.push(self.current);
+        }
+        self.packed.segments.shrink_to_fit();
+        self.packed.blocks.shrink_to_fit();
+        self.packed
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(bytes: &[u8], at: &mut usize) -> usize {
+    let mut v = 0usize;
+    let mut shift = 0;
+    while let Some(&b) = bytes.get(*at) {
+        *at += 1;
+        v |= ((b & 0x7f) as usize) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+        if shift >= usize::BITS {
+            break;
+        }
+    }
+    v
 }
 
 /// What a write transaction changed, for lookups inside it before the index has the changes:
@@ -226,7 +558,82 @@ mod tests {
         index.remove("#b", "k2");
         assert_eq!(index.kbids("#b").count(), 0);
         assert_eq!(index.len(), 2);
-        assert!(!index.keys.contains_key("#b"), "an emptied key is dropped");
+    }
+
+    /// Adds and removes drawn at random, across many repackings, against a plain set of the
+    /// pairs: every key's sections, every prefix's and the count agree after each step.
+    #[test]
+    fn the_packed_index_answers_as_a_set_of_pairs_would() {
+        let mut index = SourceKeyIndex::default();
+        let mut model: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut rng = crate::test_rng::XorShift::new(0x2545_f491_4f6c_dd1d);
+        let mut draw = |n: u64| rng.below(n);
+        let keys: Vec<String> = (0..60)
+            .map(|i| format!("docs/{}/page{}.md#Title {}", i % 3, i % 7, i))
+            .chain(["".to_string(), "é#ü".to_string(), "docs".to_string()])
+            .collect();
+        for step in 0..6000 {
+            let key = &keys[draw(keys.len() as u64) as usize];
+            let kbid = format!("k{:02}", draw(12));
+            if draw(3) == 0 {
+                index.remove(key, &kbid);
+                model.remove(&(key.clone(), kbid));
+            } else {
+                index.add(key, &kbid);
+                model.insert((key.clone(), kbid));
+            }
+            assert_eq!(index.len(), model.len(), "step {step}");
+            if step % 50 == 0 {
+                for key in &keys {
+                    let want: Vec<&str> = model
+                        .iter()
+                        .filter(|(k, _)| k == key)
+                        .map(|(_, v)| v.as_str())
+                        .collect();
+                    assert_eq!(index.kbids(key).collect::<Vec<_>>(), want, "{key}");
+                }
+                for prefix in [
+                    "",
+                    "docs/",
+                    "docs/1/page3",
+                    "docs/2/page5.md#Title 1",
+                    "é",
+                    "z",
+                ] {
+                    let want: Vec<&str> = model
+                        .iter()
+                        .filter(|(k, _)| k.starts_with(prefix))
+                        .map(|(_, v)| v.as_str())
+                        .collect();
+                    let got: Vec<&str> = index.with_prefix(prefix).collect();
+                    assert_eq!(got, want, "prefix {prefix:?} at step {step}");
+                }
+            }
+        }
+        assert!(index.packed.len > 0, "the run was built");
+    }
+
+    /// What an entry costs: titled sections of documents in folders, as a corpus has them.
+    #[test]
+    fn an_entry_costs_a_few_dozen_bytes() {
+        let mut index = SourceKeyIndex::default();
+        let n = 100_000;
+        for i in 0..n {
+            let key = format!(
+                "c0/jdk/api/java.base/java/util/Class{}.md#Method summary {}",
+                i / 20,
+                i % 20
+            );
+            let kbid = format!(
+                "{:026x}",
+                (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835)
+            );
+            index.add(&key, &kbid[..26]);
+        }
+        assert_eq!(index.len(), n);
+        let per_entry = index.heap_bytes() / n;
+        eprintln!("{per_entry} bytes an entry");
+        assert!(per_entry <= 64, "{per_entry} bytes an entry");
     }
 
     #[test]
