@@ -7,6 +7,7 @@
 // share of a learn's CPU, and their keys are SHA-256 or MinHash outputs.
 use foldhash::{HashMap, HashMapExt};
 
+use super::band_map::{BandLists, BandMap};
 use crate::text::shingles::{ShingleSet, mix64};
 
 pub const HASHES: usize = 64;
@@ -414,11 +415,11 @@ pub enum BandChange {
 /// over 1 KB.
 #[derive(Debug)]
 pub struct BandIndex {
-    /// Band key → the one section number in it, or `LIST | i` for `lists[i]`.
-    bands: HashMap<u32, u32>,
+    /// Band key → the one section number in it, or `LIST | start` for the list at `start` in
+    /// `lists`.
+    bands: BandMap,
     /// The sections of the bands holding several, oldest first.
-    lists: Vec<Vec<u32>>,
-    free_lists: Vec<u32>,
+    lists: BandLists,
     /// Number → kbid (`Name::FREE` for a free number).
     names: Vec<Name>,
     /// Names longer than a kbid (only names made up in tests are), by number.
@@ -439,7 +440,7 @@ pub struct BandIndex {
     recent: std::collections::VecDeque<(u32, BandKeys)>,
 }
 
-/// Marks a band value that is an index into `BandIndex::lists`.
+/// Marks a band value that is where a list starts in `BandIndex::lists`.
 const LIST: u32 = 1 << 31;
 
 /// Length of a kbid, the name every stored section has.
@@ -475,9 +476,8 @@ impl Default for BandIndex {
     fn default() -> Self {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         BandIndex {
-            bands: HashMap::new(),
-            lists: Vec::new(),
-            free_lists: Vec::new(),
+            bands: BandMap::default(),
+            lists: BandLists::default(),
             names: Vec::new(),
             long_names: HashMap::new(),
             added_at: Vec::new(),
@@ -585,8 +585,10 @@ impl BandIndex {
     /// `newest` expects.
     pub fn finish_load(&mut self) {
         let added_at = &self.added_at;
-        for list in &mut self.lists {
-            list.sort_unstable_by_key(|&n| added_at[n as usize]);
+        for v in self.bands.values().filter(|v| v & LIST != 0) {
+            self.lists
+                .members_mut(v & !LIST)
+                .sort_unstable_by_key(|&n| added_at[n as usize]);
         }
     }
 
@@ -600,20 +602,15 @@ impl BandIndex {
                 None => {
                     self.bands.insert(*fp, n);
                 }
-                Some(v) if v & LIST != 0 => self.lists[(v & !LIST) as usize].push(n),
+                Some(v) if v & LIST != 0 => {
+                    let start = self.lists.push(v & !LIST, n);
+                    if start != v & !LIST {
+                        self.bands.insert(*fp, LIST | start);
+                    }
+                }
                 Some(one) => {
-                    let list = vec![one, n];
-                    let i = match self.free_lists.pop() {
-                        Some(i) => {
-                            self.lists[i as usize] = list;
-                            i
-                        }
-                        None => {
-                            self.lists.push(list);
-                            (self.lists.len() - 1) as u32
-                        }
-                    };
-                    self.bands.insert(*fp, LIST | i);
+                    let start = self.lists.create(one, n);
+                    self.bands.insert(*fp, LIST | start);
                 }
             }
         }
@@ -630,19 +627,14 @@ impl BandIndex {
             }
             match self.bands.get(fp).copied() {
                 Some(v) if v & LIST != 0 => {
-                    let i = v & !LIST;
-                    let list = &mut self.lists[i as usize];
-                    list.retain(|&x| x != n);
-                    match list.len() {
-                        0 | 1 => {
-                            match list.first() {
-                                Some(&last) => self.bands.insert(*fp, last),
-                                None => self.bands.remove(fp),
-                            };
-                            self.lists[i as usize] = Vec::new();
-                            self.free_lists.push(i);
-                        }
-                        _ => {}
+                    let start = v & !LIST;
+                    let left = self.lists.remove(start, n);
+                    if left.len() <= 1 {
+                        match left.first() {
+                            Some(&last) => self.bands.insert(*fp, last),
+                            None => self.bands.remove(fp),
+                        };
+                        self.lists.free(start);
                     }
                 }
                 Some(one) if one == n => {
@@ -664,7 +656,7 @@ impl BandIndex {
     fn members(&self, key: u32) -> &[u32] {
         match self.bands.get(&key) {
             None => &[],
-            Some(v) if v & LIST != 0 => &self.lists[(v & !LIST) as usize],
+            Some(v) if v & LIST != 0 => self.lists.members(v & !LIST),
             Some(one) => std::slice::from_ref(one),
         }
     }

@@ -1,0 +1,419 @@
+//! The band index's map from a band key to its members (`u32` → `u32`), held compact: a hash
+//! map of millions of keys costs 9 bytes a bucket at a load of 44–88 %, and while it doubles
+//! the old and the new table are both in memory (~110 MB at a million sections). Here most keys
+//! sit in a sorted run, two parallel arrays of 4 bytes each, found through a radix table of
+//! their top bits and a short binary search; keys added since the run was merged wait in a
+//! small hash map. Merging grows the arrays in place (large blocks are remapped, not copied),
+//! so a merge costs no second copy of the run.
+//!
+//! A band several sections share lists them in `BandLists`: blocks of one buffer, each a header
+//! and a power-of-two room for members, instead of a vector each (24 bytes of header and an
+//! allocation of its own for the 2–5 members most such bands have).
+
+use foldhash::{HashMap, HashMapExt};
+
+/// A removed key's value in the run (until the next merge drops it). The band index's values
+/// are section numbers and list indexes below 2^31 with a marker bit: never this one.
+const GONE: u32 = u32::MAX;
+
+#[derive(Debug)]
+pub struct BandMap {
+    /// The run: keys in ascending order, and their values.
+    keys: Vec<u32>,
+    values: Vec<u32>,
+    /// `starts[p]`: where the keys whose top `radix_bits` bits are `p` begin in the run.
+    starts: Vec<u32>,
+    radix_bits: u32,
+    /// Keys not in the run.
+    fresh: HashMap<u32, u32>,
+    /// Keys of the run marked `GONE`.
+    gone: usize,
+}
+
+impl Default for BandMap {
+    fn default() -> Self {
+        BandMap {
+            keys: Vec::new(),
+            values: Vec::new(),
+            starts: vec![0, 0],
+            radix_bits: 0,
+            fresh: HashMap::new(),
+            gone: 0,
+        }
+    }
+}
+
+/// Fresh keys that trigger a merge: an eighth of the run, within bounds (a merge moves the
+/// whole run, so the share keeps its cost per key constant; the upper bound keeps the fresh
+/// map itself small).
+fn merge_at(run: usize) -> usize {
+    let low = if cfg!(test) { 4 } else { 4096 };
+    (run / 8).clamp(low, 1 << 18)
+}
+
+impl BandMap {
+    /// Where `key` is in the run.
+    fn position(&self, key: u32) -> Option<usize> {
+        let p = if self.radix_bits == 0 {
+            0
+        } else {
+            (key >> (32 - self.radix_bits)) as usize
+        };
+        let (lo, hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
+        self.keys[lo..hi].binary_search(&key).ok().map(|i| lo + i)
+    }
+
+    pub fn get(&self, key: &u32) -> Option<&u32> {
+        if let Some(v) = self.fresh.get(key) {
+            return Some(v);
+        }
+        let i = self.position(*key)?;
+        Some(&self.values[i]).filter(|&&v| v != GONE)
+    }
+
+    pub fn insert(&mut self, key: u32, value: u32) {
+        debug_assert_ne!(value, GONE);
+        if let Some(i) = self.position(key) {
+            if self.values[i] == GONE {
+                self.gone -= 1;
+            }
+            self.values[i] = value;
+            return;
+        }
+        self.fresh.insert(key, value);
+        if self.fresh.len() >= merge_at(self.keys.len()) {
+            self.merge();
+        }
+    }
+
+    pub fn remove(&mut self, key: &u32) {
+        if self.fresh.remove(key).is_some() {
+            return;
+        }
+        if let Some(i) = self.position(*key)
+            && self.values[i] != GONE
+        {
+            self.values[i] = GONE;
+            self.gone += 1;
+            if self.gone >= merge_at(self.keys.len()).max(self.keys.len() / 4) {
+                self.merge();
+            }
+        }
+    }
+
+    /// How many keys the map holds.
+    pub fn len(&self) -> usize {
+        self.keys.len() - self.gone + self.fresh.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held on the heap, roughly (the fresh map's buckets at 9 bytes each).
+    pub fn heap_bytes(&self) -> usize {
+        (self.keys.capacity() + self.values.capacity() + self.starts.capacity()) * 4
+            + self.fresh.capacity() * 9
+    }
+
+    /// Merge the fresh keys into the run and drop the removed ones, in place.
+    fn merge(&mut self) {
+        // Drop the removed keys, moving the others down.
+        if self.gone > 0 {
+            let mut kept = 0;
+            for i in 0..self.keys.len() {
+                if self.values[i] != GONE {
+                    self.keys[kept] = self.keys[i];
+                    self.values[kept] = self.values[i];
+                    kept += 1;
+                }
+            }
+            self.keys.truncate(kept);
+            self.values.truncate(kept);
+            self.gone = 0;
+        }
+        let mut fresh: Vec<(u32, u32)> = self.fresh.drain().collect();
+        fresh.sort_unstable();
+        // Merge from the back: the run grows by the fresh keys and each key moves at most once.
+        let old = self.keys.len();
+        let total = old + fresh.len();
+        // Exactly: a doubled capacity would be memory never used.
+        self.keys.reserve_exact(fresh.len());
+        self.values.reserve_exact(fresh.len());
+        self.keys.resize(total, 0);
+        self.values.resize(total, 0);
+        let (mut i, mut j) = (old, fresh.len());
+        for out in (0..total).rev() {
+            let from_run = j == 0 || (i > 0 && self.keys[i - 1] > fresh[j - 1].0);
+            if from_run {
+                i -= 1;
+                self.keys[out] = self.keys[i];
+                self.values[out] = self.values[i];
+            } else {
+                j -= 1;
+                (self.keys[out], self.values[out]) = fresh[j];
+            }
+        }
+        if self.fresh.capacity() > 4 * merge_at(total) {
+            self.fresh = HashMap::new();
+        }
+        self.index();
+    }
+
+    /// Rebuild the radix table: about eight keys a slot.
+    fn index(&mut self) {
+        let n = self.keys.len();
+        let bits = (usize::BITS - (n / 8).leading_zeros()).min(24);
+        self.radix_bits = bits;
+        let slots = 1usize << bits;
+        let mut starts = std::mem::take(&mut self.starts);
+        starts.clear();
+        starts.reserve_exact(slots + 1);
+        let mut i = 0usize;
+        for p in 0..slots {
+            while i < n && bits > 0 && ((self.keys[i] >> (32 - bits)) as usize) < p {
+                i += 1;
+            }
+            starts.push(if bits == 0 { 0 } else { i as u32 });
+        }
+        starts.push(n as u32);
+        self.starts = starts;
+    }
+
+    /// The values, in no particular order.
+    pub fn values(&self) -> impl Iterator<Item = u32> + '_ {
+        self.values
+            .iter()
+            .copied()
+            .filter(|&v| v != GONE)
+            .chain(self.fresh.values().copied())
+    }
+}
+
+/// The member lists of crowded bands, as blocks of one buffer. A block starts with a header
+/// (its size class in the top 5 bits, its length in the other 27) followed by room for
+/// `(4 << class) - 1` members; a list is named by where its block starts. A full list moves to
+/// a block of the next class; blocks given up are reused by lists of their class.
+#[derive(Debug, Default)]
+pub struct BandLists {
+    data: Vec<u32>,
+    /// Starts of the free blocks, by class.
+    free: Vec<Vec<u32>>,
+}
+
+const LEN_BITS: u32 = 27;
+const LEN_MASK: u32 = (1 << LEN_BITS) - 1;
+
+fn room(class: u32) -> usize {
+    (4usize << class) - 1
+}
+
+impl BandLists {
+    fn header(&self, start: u32) -> (u32, usize) {
+        let h = self.data[start as usize];
+        (h >> LEN_BITS, (h & LEN_MASK) as usize)
+    }
+
+    fn set_header(&mut self, start: u32, class: u32, len: usize) {
+        self.data[start as usize] = (class << LEN_BITS) | len as u32;
+    }
+
+    /// A block of `class`, its header not yet set.
+    fn allocate(&mut self, class: u32) -> u32 {
+        if let Some(start) = self.free.get_mut(class as usize).and_then(Vec::pop) {
+            return start;
+        }
+        let start = self.data.len();
+        self.data.resize(start + 1 + room(class), 0);
+        start as u32
+    }
+
+    fn release(&mut self, start: u32, class: u32) {
+        if self.free.len() <= class as usize {
+            self.free.resize_with(class as usize + 1, Vec::new);
+        }
+        self.free[class as usize].push(start);
+    }
+
+    /// A new list of two members; where it starts.
+    pub fn create(&mut self, first: u32, second: u32) -> u32 {
+        let start = self.allocate(0);
+        self.set_header(start, 0, 2);
+        self.data[start as usize + 1] = first;
+        self.data[start as usize + 2] = second;
+        start
+    }
+
+    /// Append `member` to the list at `start`; where the list starts now. A list at its longest
+    /// (2^27 − 1 members) gives up its oldest member instead of growing.
+    pub fn push(&mut self, start: u32, member: u32) -> u32 {
+        let (class, len) = self.header(start);
+        if len == LEN_MASK as usize {
+            let s = start as usize;
+            self.data.copy_within(s + 2..s + 1 + len, s + 1);
+            self.data[s + len] = member;
+            return start;
+        }
+        if len < room(class) {
+            self.data[start as usize + 1 + len] = member;
+            self.set_header(start, class, len + 1);
+            return start;
+        }
+        let moved = self.allocate(class + 1);
+        let (from, to) = (start as usize + 1, moved as usize + 1);
+        self.data.copy_within(from..from + len, to);
+        self.data[to + len] = member;
+        self.set_header(moved, class + 1, len + 1);
+        self.release(start, class);
+        moved
+    }
+
+    /// The members of the list at `start`, in the order they were added.
+    pub fn members(&self, start: u32) -> &[u32] {
+        let (_, len) = self.header(start);
+        &self.data[start as usize + 1..start as usize + 1 + len]
+    }
+
+    pub fn members_mut(&mut self, start: u32) -> &mut [u32] {
+        let (_, len) = self.header(start);
+        &mut self.data[start as usize + 1..start as usize + 1 + len]
+    }
+
+    /// Take `member` out of the list at `start`, keeping the others in order; what is left.
+    pub fn remove(&mut self, start: u32, member: u32) -> &[u32] {
+        let (class, len) = self.header(start);
+        let s = start as usize + 1;
+        if let Some(i) = self.data[s..s + len].iter().position(|&m| m == member) {
+            self.data.copy_within(s + i + 1..s + len, s + i);
+            self.set_header(start, class, len - 1);
+        }
+        self.members(start)
+    }
+
+    /// Give up the list at `start`.
+    pub fn free(&mut self, start: u32) {
+        let (class, _) = self.header(start);
+        self.set_header(start, class, 0);
+        self.release(start, class);
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() * 4
+            + self
+                .free
+                .iter()
+                .map(|f| f.capacity() * 4 + 24)
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Lists grown, shrunk and given up at random against plain vectors: each answers the same,
+    /// and blocks given up are used again.
+    #[test]
+    fn lists_answer_as_vectors_would_and_reuse_their_blocks() {
+        let mut lists = BandLists::default();
+        let mut model: Vec<(u32, Vec<u32>)> = Vec::new();
+        let mut rng = crate::test_rng::XorShift::new(0x2545_f491_4f6c_dd1d);
+        let mut draw = |n: u64| rng.below(n);
+        // Members are distinct, as a band's are.
+        let mut next = 0u32;
+        for step in 0..50_000u32 {
+            match draw(10) {
+                0..=1 => {
+                    let start = lists.create(next, next + 1);
+                    model.push((start, vec![next, next + 1]));
+                    next += 2;
+                }
+                2..=6 if !model.is_empty() => {
+                    let i = draw(model.len() as u64) as usize;
+                    model[i].0 = lists.push(model[i].0, next);
+                    model[i].1.push(next);
+                    next += 1;
+                }
+                7..=8 if !model.is_empty() => {
+                    let i = draw(model.len() as u64) as usize;
+                    let (start, want) = &mut model[i];
+                    let member = want[draw(want.len() as u64) as usize];
+                    want.retain(|&m| m != member);
+                    assert_eq!(lists.remove(*start, member), &want[..]);
+                    if want.len() < 2 {
+                        lists.free(*start);
+                        model.swap_remove(i);
+                    }
+                }
+                _ if !model.is_empty() => {
+                    let i = draw(model.len() as u64) as usize;
+                    lists.free(model[i].0);
+                    model.swap_remove(i);
+                }
+                _ => {}
+            }
+            if step % 1000 == 0 {
+                for (start, want) in &model {
+                    assert_eq!(lists.members(*start), &want[..], "step {step}");
+                }
+            }
+        }
+        let live: usize = model.iter().map(|(_, m)| m.len() + 1).sum();
+        assert!(
+            lists.data.len() < 4 * live,
+            "{} slots for {live} members and headers",
+            lists.data.len()
+        );
+    }
+
+    /// Inserts, overwrites and removes drawn at random, across many merges, against a plain
+    /// map: every key answers the same after each step.
+    #[test]
+    fn the_map_answers_as_a_plain_map_would() {
+        let mut map = BandMap::default();
+        let mut model: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut rng = crate::test_rng::XorShift::new(0x9e37_79b9_7f4a_7c15);
+        let mut draw = |n: u64| rng.below(n);
+        // Keys spread over the whole range, with a few at its ends.
+        let keys: Vec<u32> = (0..400)
+            .map(|i: u32| i.wrapping_mul(0x9e37_79b9))
+            .chain([0, 1, u32::MAX, u32::MAX - 1])
+            .collect();
+        for step in 0..20_000 {
+            let key = keys[draw(keys.len() as u64) as usize];
+            match draw(3) {
+                0 => {
+                    map.remove(&key);
+                    model.remove(&key);
+                }
+                _ => {
+                    let value = draw(1 << 31) as u32;
+                    map.insert(key, value);
+                    model.insert(key, value);
+                }
+            }
+            assert_eq!(map.len(), model.len(), "step {step}");
+            if step % 97 == 0 {
+                for k in &keys {
+                    assert_eq!(map.get(k), model.get(k), "key {k} at step {step}");
+                }
+            }
+        }
+        assert!(map.keys.len() > 100, "the run was merged into");
+    }
+
+    #[test]
+    fn a_key_costs_about_eight_bytes() {
+        let mut map = BandMap::default();
+        let n = 1_000_000u32;
+        for i in 0..n {
+            map.insert(i.wrapping_mul(0x9e37_79b9), i);
+        }
+        assert_eq!(map.len(), n as usize);
+        assert_eq!(map.get(&7u32.wrapping_mul(0x9e37_79b9)), Some(&7));
+        let per_key = map.heap_bytes() as f64 / n as f64;
+        assert!(per_key < 10.0, "{per_key} bytes a key");
+    }
+}
