@@ -1,7 +1,7 @@
 //! The band index's map from a band key to its members (`u32` → `u32`), held compact: a hash
 //! map of millions of keys costs 9 bytes a bucket at a load of 44–88 %, and while it doubles
 //! the old and the new table are both in memory (~110 MB at a million sections). Here most keys
-//! sit in a sorted run, two parallel arrays of 4 bytes each, found through a radix table of
+//! sit in a sorted run of (key, value) pairs, 8 bytes each, found through a radix table of
 //! their top bits and a short binary search; keys added since the run was merged wait in a
 //! small hash map. Merging grows the arrays in place (large blocks are remapped, not copied),
 //! so a merge costs no second copy of the run.
@@ -18,13 +18,12 @@ const GONE: u32 = u32::MAX;
 
 #[derive(Debug)]
 pub struct BandMap {
-    /// The run: keys in ascending order, and their values.
-    keys: Vec<u32>,
-    values: Vec<u32>,
+    /// The run: (key, value) in ascending key order (a key and its value share a cache line).
+    run: Vec<(u32, u32)>,
     /// `starts[p]`: where the keys whose top `radix_bits` bits are `p` begin in the run.
     starts: Vec<u32>,
     radix_bits: u32,
-    /// Keys not in the run.
+    /// Keys not in the run, or in it only as removed; a fresh key shadows the run.
     fresh: HashMap<u32, u32>,
     /// Keys of the run marked `GONE`.
     gone: usize,
@@ -33,8 +32,7 @@ pub struct BandMap {
 impl Default for BandMap {
     fn default() -> Self {
         BandMap {
-            keys: Vec::new(),
-            values: Vec::new(),
+            run: Vec::new(),
             starts: vec![0, 0],
             radix_bits: 0,
             fresh: HashMap::new(),
@@ -60,7 +58,10 @@ impl BandMap {
             (key >> (32 - self.radix_bits)) as usize
         };
         let (lo, hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
-        self.keys[lo..hi].binary_search(&key).ok().map(|i| lo + i)
+        self.run[lo..hi]
+            .binary_search_by_key(&key, |&(k, _)| k)
+            .ok()
+            .map(|i| lo + i)
     }
 
     pub fn get(&self, key: &u32) -> Option<&u32> {
@@ -68,21 +69,30 @@ impl BandMap {
             return Some(v);
         }
         let i = self.position(*key)?;
-        Some(&self.values[i]).filter(|&&v| v != GONE)
+        Some(&self.run[i].1).filter(|&&v| v != GONE)
+    }
+
+    pub fn get_mut(&mut self, key: &u32) -> Option<&mut u32> {
+        if self.fresh.contains_key(key) {
+            return self.fresh.get_mut(key);
+        }
+        let i = self.position(*key)?;
+        Some(&mut self.run[i].1).filter(|v| **v != GONE)
+    }
+
+    /// Add `key`, which `get` just did not find (one lookup less than `insert`).
+    pub fn insert_new(&mut self, key: u32, value: u32) {
+        debug_assert_ne!(value, GONE);
+        self.fresh.insert(key, value);
+        if self.fresh.len() >= merge_at(self.run.len()) {
+            self.merge();
+        }
     }
 
     pub fn insert(&mut self, key: u32, value: u32) {
-        debug_assert_ne!(value, GONE);
-        if let Some(i) = self.position(key) {
-            if self.values[i] == GONE {
-                self.gone -= 1;
-            }
-            self.values[i] = value;
-            return;
-        }
-        self.fresh.insert(key, value);
-        if self.fresh.len() >= merge_at(self.keys.len()) {
-            self.merge();
+        match self.get_mut(&key) {
+            Some(v) => *v = value,
+            None => self.insert_new(key, value),
         }
     }
 
@@ -91,11 +101,11 @@ impl BandMap {
             return;
         }
         if let Some(i) = self.position(*key)
-            && self.values[i] != GONE
+            && self.run[i].1 != GONE
         {
-            self.values[i] = GONE;
+            self.run[i].1 = GONE;
             self.gone += 1;
-            if self.gone >= merge_at(self.keys.len()).max(self.keys.len() / 4) {
+            if self.gone >= merge_at(self.run.len()).max(self.run.len() / 4) {
                 self.merge();
             }
         }
@@ -103,7 +113,7 @@ impl BandMap {
 
     /// How many keys the map holds.
     pub fn len(&self) -> usize {
-        self.keys.len() - self.gone + self.fresh.len()
+        self.run.len() - self.gone + self.fresh.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,46 +122,32 @@ impl BandMap {
 
     /// Bytes held on the heap, roughly (the fresh map's buckets at 9 bytes each).
     pub fn heap_bytes(&self) -> usize {
-        (self.keys.capacity() + self.values.capacity() + self.starts.capacity()) * 4
-            + self.fresh.capacity() * 9
+        self.run.capacity() * 8 + self.starts.capacity() * 4 + self.fresh.capacity() * 9
     }
 
     /// Merge the fresh keys into the run and drop the removed ones, in place.
     fn merge(&mut self) {
-        // Drop the removed keys, moving the others down.
         if self.gone > 0 {
-            let mut kept = 0;
-            for i in 0..self.keys.len() {
-                if self.values[i] != GONE {
-                    self.keys[kept] = self.keys[i];
-                    self.values[kept] = self.values[i];
-                    kept += 1;
-                }
-            }
-            self.keys.truncate(kept);
-            self.values.truncate(kept);
+            self.run.retain(|&(_, v)| v != GONE);
             self.gone = 0;
         }
         let mut fresh: Vec<(u32, u32)> = self.fresh.drain().collect();
         fresh.sort_unstable();
         // Merge from the back: the run grows by the fresh keys and each key moves at most once.
-        let old = self.keys.len();
-        let total = old + fresh.len();
         // Exactly: a doubled capacity would be memory never used.
-        self.keys.reserve_exact(fresh.len());
-        self.values.reserve_exact(fresh.len());
-        self.keys.resize(total, 0);
-        self.values.resize(total, 0);
+        let old = self.run.len();
+        let total = old + fresh.len();
+        self.run.reserve_exact(fresh.len());
+        self.run.resize(total, (0, 0));
         let (mut i, mut j) = (old, fresh.len());
         for out in (0..total).rev() {
-            let from_run = j == 0 || (i > 0 && self.keys[i - 1] > fresh[j - 1].0);
+            let from_run = j == 0 || (i > 0 && self.run[i - 1].0 > fresh[j - 1].0);
             if from_run {
                 i -= 1;
-                self.keys[out] = self.keys[i];
-                self.values[out] = self.values[i];
+                self.run[out] = self.run[i];
             } else {
                 j -= 1;
-                (self.keys[out], self.values[out]) = fresh[j];
+                self.run[out] = fresh[j];
             }
         }
         if self.fresh.capacity() > 4 * merge_at(total) {
@@ -162,7 +158,7 @@ impl BandMap {
 
     /// Rebuild the radix table: about eight keys a slot.
     fn index(&mut self) {
-        let n = self.keys.len();
+        let n = self.run.len();
         let bits = (usize::BITS - (n / 8).leading_zeros()).min(24);
         self.radix_bits = bits;
         let slots = 1usize << bits;
@@ -171,7 +167,7 @@ impl BandMap {
         starts.reserve_exact(slots + 1);
         let mut i = 0usize;
         for p in 0..slots {
-            while i < n && bits > 0 && ((self.keys[i] >> (32 - bits)) as usize) < p {
+            while i < n && bits > 0 && ((self.run[i].0 >> (32 - bits)) as usize) < p {
                 i += 1;
             }
             starts.push(if bits == 0 { 0 } else { i as u32 });
@@ -182,9 +178,9 @@ impl BandMap {
 
     /// The values, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = u32> + '_ {
-        self.values
+        self.run
             .iter()
-            .copied()
+            .map(|&(_, v)| v)
             .filter(|&v| v != GONE)
             .chain(self.fresh.values().copied())
     }
@@ -401,7 +397,7 @@ mod tests {
                 }
             }
         }
-        assert!(map.keys.len() > 100, "the run was merged into");
+        assert!(map.run.len() > 100, "the run was merged into");
     }
 
     #[test]

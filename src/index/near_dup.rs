@@ -598,20 +598,10 @@ impl BandIndex {
             if fps[..i].contains(fp) {
                 continue;
             }
-            match self.bands.get(fp).copied() {
-                None => {
-                    self.bands.insert(*fp, n);
-                }
-                Some(v) if v & LIST != 0 => {
-                    let start = self.lists.push(v & !LIST, n);
-                    if start != v & !LIST {
-                        self.bands.insert(*fp, LIST | start);
-                    }
-                }
-                Some(one) => {
-                    let start = self.lists.create(one, n);
-                    self.bands.insert(*fp, LIST | start);
-                }
+            match self.bands.get_mut(fp) {
+                None => self.bands.insert_new(*fp, n),
+                Some(v) if *v & LIST != 0 => *v = LIST | self.lists.push(*v & !LIST, n),
+                Some(v) => *v = LIST | self.lists.create(*v, n),
             }
         }
     }

@@ -52,6 +52,16 @@ impl SourceKeyIndex {
             }
             return;
         }
+        self.insert_fresh(key, kbid);
+    }
+
+    /// Add an entry while loading the index from the section records: each record has one
+    /// source key, so the pair is not in the index yet and the packed run is not searched.
+    pub fn load(&mut self, key: &str, kbid: &str) {
+        self.insert_fresh(key, kbid);
+    }
+
+    fn insert_fresh(&mut self, key: &str, kbid: &str) {
         if self.fresh.insert((key.into(), kbid.into())) {
             self.entries += 1;
             if self.fresh.len() >= fresh_limit(self.packed.len) {

@@ -200,7 +200,7 @@ impl Kb {
                 let rec: types::records::SectionRecord =
                     types::records::decode("sections", k.value(), v.value())?;
                 if let Some(key) = &rec.source_key {
-                    index.source_keys.add(key, k.value());
+                    index.source_keys.load(key, k.value());
                 }
                 if let Some(keys) = rec.bands {
                     index.bands.load(k.value(), &keys, rec.content_seq);
