@@ -3,12 +3,12 @@
 //! the old and the new table are both in memory (~110 MB at a million sections). Here most keys
 //! sit in a sorted run of (key, value) pairs, 8 bytes each, found through a radix table of
 //! their top bits and a short binary search; keys added since the run was merged wait in a
-//! small hash map. Merging grows the arrays in place (large blocks are remapped, not copied),
-//! so a merge costs no second copy of the run.
+//! small hash map. The run is stored in chunks of 512 KiB, so growing it adds chunks and never
+//! copies it: a merge holds no second copy of the run.
 //!
-//! A band several sections share lists them in `BandLists`: blocks of one buffer, each a header
-//! and a power-of-two room for members, instead of a vector each (24 bytes of header and an
-//! allocation of its own for the 2–5 members most such bands have).
+//! A band several sections share lists them in `BandLists`: blocks in chunks of one buffer, each
+//! a header and a power-of-two room for members, instead of a vector each (24 bytes of header
+//! and an allocation of its own for the 2–5 members most such bands have).
 
 use foldhash::{HashMap, HashMapExt};
 
@@ -19,7 +19,7 @@ const GONE: u32 = u32::MAX;
 #[derive(Debug)]
 pub struct BandMap {
     /// The run: (key, value) in ascending key order (a key and its value share a cache line).
-    run: Vec<(u32, u32)>,
+    run: Run,
     /// `starts[p]`: where the keys whose top `radix_bits` bits are `p` begin in the run.
     starts: Vec<u32>,
     radix_bits: u32,
@@ -32,7 +32,7 @@ pub struct BandMap {
 impl Default for BandMap {
     fn default() -> Self {
         BandMap {
-            run: Vec::new(),
+            run: Run::default(),
             starts: vec![0, 0],
             radix_bits: 0,
             fresh: HashMap::new(),
@@ -57,11 +57,16 @@ impl BandMap {
         } else {
             (key >> (32 - self.radix_bits)) as usize
         };
-        let (lo, hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
-        self.run[lo..hi]
-            .binary_search_by_key(&key, |&(k, _)| k)
-            .ok()
-            .map(|i| lo + i)
+        let (mut lo, mut hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.run.get(mid).0.cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(mid),
+            }
+        }
+        None
     }
 
     pub fn get(&self, key: &u32) -> Option<&u32> {
@@ -69,7 +74,7 @@ impl BandMap {
             return Some(v);
         }
         let i = self.position(*key)?;
-        Some(&self.run[i].1).filter(|&&v| v != GONE)
+        Some(self.run.value(i)).filter(|&&v| v != GONE)
     }
 
     pub fn get_mut(&mut self, key: &u32) -> Option<&mut u32> {
@@ -77,7 +82,7 @@ impl BandMap {
             return self.fresh.get_mut(key);
         }
         let i = self.position(*key)?;
-        Some(&mut self.run[i].1).filter(|v| **v != GONE)
+        Some(self.run.value_mut(i)).filter(|v| **v != GONE)
     }
 
     /// Add `key`, which `get` just did not find (one lookup less than `insert`).
@@ -101,9 +106,9 @@ impl BandMap {
             return;
         }
         if let Some(i) = self.position(*key)
-            && self.run[i].1 != GONE
+            && *self.run.value(i) != GONE
         {
-            self.run[i].1 = GONE;
+            *self.run.value_mut(i) = GONE;
             self.gone += 1;
             if self.gone >= merge_at(self.run.len()).max(self.run.len() / 4) {
                 self.merge();
@@ -122,32 +127,39 @@ impl BandMap {
 
     /// Bytes held on the heap, roughly (the fresh map's buckets at 9 bytes each).
     pub fn heap_bytes(&self) -> usize {
-        self.run.capacity() * 8 + self.starts.capacity() * 4 + self.fresh.capacity() * 9
+        self.run.heap_bytes() + self.starts.capacity() * 4 + self.fresh.capacity() * 9
     }
 
     /// Merge the fresh keys into the run and drop the removed ones, in place.
     fn merge(&mut self) {
         if self.gone > 0 {
-            self.run.retain(|&(_, v)| v != GONE);
+            let mut kept = 0;
+            for i in 0..self.run.len() {
+                let pair = self.run.get(i);
+                if pair.1 != GONE {
+                    self.run.set(kept, pair);
+                    kept += 1;
+                }
+            }
+            self.run.resize(kept);
             self.gone = 0;
         }
         let mut fresh: Vec<(u32, u32)> = self.fresh.drain().collect();
         fresh.sort_unstable();
         // Merge from the back: the run grows by the fresh keys and each key moves at most once.
-        // Exactly: a doubled capacity would be memory never used.
         let old = self.run.len();
         let total = old + fresh.len();
-        self.run.reserve_exact(fresh.len());
-        self.run.resize(total, (0, 0));
+        self.run.resize(total);
         let (mut i, mut j) = (old, fresh.len());
         for out in (0..total).rev() {
-            let from_run = j == 0 || (i > 0 && self.run[i - 1].0 > fresh[j - 1].0);
+            let from_run = j == 0 || (i > 0 && self.run.get(i - 1).0 > fresh[j - 1].0);
             if from_run {
                 i -= 1;
-                self.run[out] = self.run[i];
+                let pair = self.run.get(i);
+                self.run.set(out, pair);
             } else {
                 j -= 1;
-                self.run[out] = fresh[j];
+                self.run.set(out, fresh[j]);
             }
         }
         if self.fresh.capacity() > 4 * merge_at(total) {
@@ -167,7 +179,7 @@ impl BandMap {
         starts.reserve_exact(slots + 1);
         let mut i = 0usize;
         for p in 0..slots {
-            while i < n && bits > 0 && ((self.run[i].0 >> (32 - bits)) as usize) < p {
+            while i < n && bits > 0 && ((self.run.get(i).0 >> (32 - bits)) as usize) < p {
                 i += 1;
             }
             starts.push(if bits == 0 { 0 } else { i as u32 });
@@ -178,25 +190,78 @@ impl BandMap {
 
     /// The values, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = u32> + '_ {
-        self.run
-            .iter()
-            .map(|&(_, v)| v)
+        (0..self.run.len())
+            .map(|i| self.run.get(i).1)
             .filter(|&v| v != GONE)
             .chain(self.fresh.values().copied())
     }
 }
 
-/// The member lists of crowded bands, as blocks of one buffer. A block starts with a header
-/// (its size class in the top 5 bits, its length in the other 27) followed by room for
+/// The band map's run, in chunks of `RUN_CHUNK` pairs: it grows by a chunk, never by copying
+/// itself into a larger buffer.
+#[derive(Debug, Default)]
+struct Run {
+    chunks: Vec<Box<[(u32, u32)]>>,
+    len: usize,
+}
+
+const RUN_CHUNK: usize = if cfg!(test) { 64 } else { 1 << 16 };
+
+impl Run {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, i: usize) -> (u32, u32) {
+        self.chunks[i / RUN_CHUNK][i % RUN_CHUNK]
+    }
+
+    fn set(&mut self, i: usize, pair: (u32, u32)) {
+        self.chunks[i / RUN_CHUNK][i % RUN_CHUNK] = pair;
+    }
+
+    fn value(&self, i: usize) -> &u32 {
+        &self.chunks[i / RUN_CHUNK][i % RUN_CHUNK].1
+    }
+
+    fn value_mut(&mut self, i: usize) -> &mut u32 {
+        &mut self.chunks[i / RUN_CHUNK][i % RUN_CHUNK].1
+    }
+
+    /// Grow (with zero pairs) or shrink to `len` pairs; chunks no longer needed are freed.
+    fn resize(&mut self, len: usize) {
+        let chunks = len.div_ceil(RUN_CHUNK);
+        self.chunks.truncate(chunks);
+        while self.chunks.len() < chunks {
+            self.chunks.push(vec![(0, 0); RUN_CHUNK].into_boxed_slice());
+        }
+        self.len = len;
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.chunks.len() * RUN_CHUNK * 8 + self.chunks.capacity() * 16
+    }
+}
+
+/// The member lists of crowded bands, as blocks in chunks of one buffer. A block starts with a
+/// header (its size class in the top 5 bits, its length in the other 27) followed by room for
 /// `(4 << class) - 1` members; a list is named by where its block starts. A full list moves to
-/// a block of the next class; blocks given up are reused by lists of their class.
+/// a block of the next class; blocks given up are reused by lists of their class. No block
+/// spans two chunks, so the buffer grows by a chunk and is never copied.
 #[derive(Debug, Default)]
 pub struct BandLists {
-    data: Vec<u32>,
+    chunks: Vec<Box<[u32]>>,
+    /// Slots used in the last chunk.
+    used: usize,
     /// Starts of the free blocks, by class.
     free: Vec<Vec<u32>>,
 }
 
+/// Slots in a chunk of the lists' buffer (4 MiB; fewer in unit tests, so that they cross
+/// chunks and fill the largest block).
+const LIST_CHUNK: usize = if cfg!(test) { 1 << 8 } else { 1 << 20 };
+/// The largest class: a block of a whole chunk.
+const MAX_CLASS: u32 = LIST_CHUNK.trailing_zeros() - 2;
 const LEN_BITS: u32 = 27;
 const LEN_MASK: u32 = (1 << LEN_BITS) - 1;
 
@@ -205,13 +270,26 @@ fn room(class: u32) -> usize {
 }
 
 impl BandLists {
+    /// The chunk holding the block at `start`, and where the block starts in it.
+    fn locate(&self, start: u32) -> (usize, usize) {
+        (start as usize / LIST_CHUNK, start as usize % LIST_CHUNK)
+    }
+
     fn header(&self, start: u32) -> (u32, usize) {
-        let h = self.data[start as usize];
+        let (c, o) = self.locate(start);
+        let h = self.chunks[c][o];
         (h >> LEN_BITS, (h & LEN_MASK) as usize)
     }
 
     fn set_header(&mut self, start: u32, class: u32, len: usize) {
-        self.data[start as usize] = (class << LEN_BITS) | len as u32;
+        let (c, o) = self.locate(start);
+        self.chunks[c][o] = (class << LEN_BITS) | len as u32;
+    }
+
+    /// The slots of the block at `start`: its header and its room.
+    fn block_mut(&mut self, start: u32, class: u32) -> &mut [u32] {
+        let (c, o) = self.locate(start);
+        &mut self.chunks[c][o..o + 1 + room(class)]
     }
 
     /// A block of `class`, its header not yet set.
@@ -219,8 +297,24 @@ impl BandLists {
         if let Some(start) = self.free.get_mut(class as usize).and_then(Vec::pop) {
             return start;
         }
-        let start = self.data.len();
-        self.data.resize(start + 1 + room(class), 0);
+        let size = 4usize << class;
+        if self.chunks.is_empty() || self.used + size > LIST_CHUNK {
+            // The rest of the last chunk becomes free blocks, the largest that fit first.
+            if !self.chunks.is_empty() {
+                let base = (self.chunks.len() - 1) * LIST_CHUNK;
+                let mut at = self.used;
+                for c in (0..=MAX_CLASS).rev() {
+                    while at + (4 << c) <= LIST_CHUNK {
+                        self.release((base + at) as u32, c);
+                        at += 4 << c;
+                    }
+                }
+            }
+            self.chunks.push(vec![0; LIST_CHUNK].into_boxed_slice());
+            self.used = 0;
+        }
+        let start = (self.chunks.len() - 1) * LIST_CHUNK + self.used;
+        self.used += size;
         start as u32
     }
 
@@ -235,30 +329,46 @@ impl BandLists {
     pub fn create(&mut self, first: u32, second: u32) -> u32 {
         let start = self.allocate(0);
         self.set_header(start, 0, 2);
-        self.data[start as usize + 1] = first;
-        self.data[start as usize + 2] = second;
+        let block = self.block_mut(start, 0);
+        block[1] = first;
+        block[2] = second;
         start
     }
 
-    /// Append `member` to the list at `start`; where the list starts now. A list at its longest
-    /// (2^27 − 1 members) gives up its oldest member instead of growing.
+    /// Append `member` to the list at `start`; where the list starts now. A list filling the
+    /// largest block (1,048,575 members) keeps its newer half and goes on from there: a band
+    /// is read for its newest members only.
     pub fn push(&mut self, start: u32, member: u32) -> u32 {
         let (class, len) = self.header(start);
-        if len == LEN_MASK as usize {
-            let s = start as usize;
-            self.data.copy_within(s + 2..s + 1 + len, s + 1);
-            self.data[s + len] = member;
-            return start;
-        }
         if len < room(class) {
-            self.data[start as usize + 1 + len] = member;
+            self.block_mut(start, class)[1 + len] = member;
             self.set_header(start, class, len + 1);
             return start;
         }
+        if class == MAX_CLASS {
+            let keep = len / 2;
+            let block = self.block_mut(start, class);
+            block.copy_within(1 + len - keep..1 + len, 1);
+            block[1 + keep] = member;
+            self.set_header(start, class, keep + 1);
+            return start;
+        }
         let moved = self.allocate(class + 1);
-        let (from, to) = (start as usize + 1, moved as usize + 1);
-        self.data.copy_within(from..from + len, to);
-        self.data[to + len] = member;
+        let (c, o) = self.locate(start);
+        let (mc, mo) = self.locate(moved);
+        if c == mc {
+            self.chunks[c].copy_within(o + 1..o + 1 + len, mo + 1);
+        } else {
+            let (from, to) = if c < mc {
+                let (a, b) = self.chunks.split_at_mut(mc);
+                (&a[c], &mut b[0])
+            } else {
+                let (a, b) = self.chunks.split_at_mut(c);
+                (&b[0], &mut a[mc])
+            };
+            to[mo + 1..mo + 1 + len].copy_from_slice(&from[o + 1..o + 1 + len]);
+        }
+        self.block_mut(moved, class + 1)[1 + len] = member;
         self.set_header(moved, class + 1, len + 1);
         self.release(start, class);
         moved
@@ -267,20 +377,22 @@ impl BandLists {
     /// The members of the list at `start`, in the order they were added.
     pub fn members(&self, start: u32) -> &[u32] {
         let (_, len) = self.header(start);
-        &self.data[start as usize + 1..start as usize + 1 + len]
+        let (c, o) = self.locate(start);
+        &self.chunks[c][o + 1..o + 1 + len]
     }
 
     pub fn members_mut(&mut self, start: u32) -> &mut [u32] {
         let (_, len) = self.header(start);
-        &mut self.data[start as usize + 1..start as usize + 1 + len]
+        let (c, o) = self.locate(start);
+        &mut self.chunks[c][o + 1..o + 1 + len]
     }
 
     /// Take `member` out of the list at `start`, keeping the others in order; what is left.
     pub fn remove(&mut self, start: u32, member: u32) -> &[u32] {
         let (class, len) = self.header(start);
-        let s = start as usize + 1;
-        if let Some(i) = self.data[s..s + len].iter().position(|&m| m == member) {
-            self.data.copy_within(s + i + 1..s + len, s + i);
+        let block = self.block_mut(start, class);
+        if let Some(i) = block[1..1 + len].iter().position(|&m| m == member) {
+            block.copy_within(2 + i..1 + len, 1 + i);
             self.set_header(start, class, len - 1);
         }
         self.members(start)
@@ -295,7 +407,7 @@ impl BandLists {
 
     /// Bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
-        self.data.capacity() * 4
+        self.chunks.len() * LIST_CHUNK * 4
             + self
                 .free
                 .iter()
@@ -329,7 +441,12 @@ mod tests {
                 2..=6 if !model.is_empty() => {
                     let i = draw(model.len() as u64) as usize;
                     model[i].0 = lists.push(model[i].0, next);
-                    model[i].1.push(next);
+                    let want = &mut model[i].1;
+                    if want.len() == room(MAX_CLASS) {
+                        // A full largest block keeps its newer half.
+                        want.drain(..want.len() - want.len() / 2);
+                    }
+                    want.push(next);
                     next += 1;
                 }
                 7..=8 if !model.is_empty() => {
@@ -357,11 +474,30 @@ mod tests {
             }
         }
         let live: usize = model.iter().map(|(_, m)| m.len() + 1).sum();
+        let slots = lists.chunks.len() * LIST_CHUNK;
         assert!(
-            lists.data.len() < 4 * live,
-            "{} slots for {live} members and headers",
-            lists.data.len()
+            slots < 4 * live,
+            "{slots} slots for {live} members and headers"
         );
+        assert!(lists.chunks.len() > 1, "the lists span chunks");
+    }
+
+    #[test]
+    fn a_list_filling_the_largest_block_keeps_its_newer_half() {
+        let mut lists = BandLists::default();
+        let other = lists.create(7, 8);
+        let mut start = lists.create(0, 1);
+        let mut want = vec![0, 1];
+        for member in 2..(3 * room(MAX_CLASS) as u32) {
+            start = lists.push(start, member);
+            if want.len() == room(MAX_CLASS) {
+                want.drain(..want.len() - want.len() / 2);
+            }
+            want.push(member);
+            assert_eq!(lists.members(start), &want[..], "after {member}");
+        }
+        assert!(want.len() > room(MAX_CLASS) / 2);
+        assert_eq!(lists.members(other), [7, 8], "another list is untouched");
     }
 
     /// Inserts, overwrites and removes drawn at random, across many merges, against a plain
@@ -398,6 +534,7 @@ mod tests {
             }
         }
         assert!(map.run.len() > 100, "the run was merged into");
+        assert!(map.run.chunks.len() > 1, "the run spans chunks");
     }
 
     #[test]

@@ -664,6 +664,22 @@ impl BandIndex {
         self.numbers.is_empty()
     }
 
+    /// How many sections the index holds.
+    pub fn len(&self) -> usize {
+        self.numbers.len()
+    }
+
+    /// Bytes the index holds on the heap, roughly (long names and the recent additions left
+    /// out: tests make up the former, the latter are bounded).
+    pub fn heap_bytes(&self) -> usize {
+        self.bands.heap_bytes()
+            + self.lists.heap_bytes()
+            + self.names.capacity() * std::mem::size_of::<Name>()
+            + self.added_at.capacity() * 8
+            + self.numbers.capacity() * 5
+            + self.free.capacity() * 4
+    }
+
     /// Whether `kbid` is in the index (a committed section with band keys).
     pub fn contains(&self, kbid: &str) -> bool {
         self.number(kbid).is_some()

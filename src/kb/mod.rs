@@ -207,6 +207,13 @@ impl Kb {
                 }
             }
             index.bands.finish_load();
+            tracing::debug!(
+                sections = index.bands.len(),
+                band_bytes = index.bands.heap_bytes(),
+                source_keys = index.source_keys.len(),
+                source_key_bytes = index.source_keys.heap_bytes(),
+                "in-memory indexes loaded"
+            );
             turn.set(Some(index))?;
         }
         Ok(turn)
