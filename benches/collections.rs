@@ -14,6 +14,9 @@
 //! column is the thread's CPU time (p50), which a loaded machine inflates far less than the
 //! wall-clock time: compare it when other work shares the cores.
 
+mod common;
+use common::arg;
+
 use std::time::Instant;
 
 use kbdb::{Kb, WriteOp};
@@ -47,14 +50,6 @@ values = ["low", "medium", "high"]
 name = "Note"
 prefix = "notes/"
 "#;
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn document(i: usize) -> (String, String) {
     let statuses = ["draft", "ready", "done"];

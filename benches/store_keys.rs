@@ -23,6 +23,9 @@
 //! cargo bench --bench store_keys -- [--rows 300000] [--batch 1024] [--value-bytes 70]
 //! ```
 
+mod common;
+use common::arg;
+
 use std::ops::Range;
 use std::path::Path;
 use std::time::Instant;
@@ -33,14 +36,6 @@ const STR_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("str_keys");
 const U64_KEYS: TableDefinition<u64, &[u8]> = TableDefinition::new("u64_keys");
 const BYTE_KEYS: TableDefinition<[u8; 16], &[u8]> = TableDefinition::new("byte_keys");
 const MEMBERS: MultimapTableDefinition<&str, &str> = MultimapTableDefinition::new("members");
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// splitmix64: a 64-bit hash of `x`.
 fn mix(x: u64) -> u64 {

@@ -1,6 +1,6 @@
 //! Corpus readers shared by the benches (`mod common;`): the section dump of the shared bench
 //! kit's `sections.py` (or an eval set's `docs.jsonl`), latency query sets, and the
-//! `LearnRequest` a section is learned with.
+//! `LearnRequest` a section is learned with, and the benches' numeric arguments.
 
 // Each bench uses a part of this module.
 #![allow(dead_code)]
@@ -14,6 +14,15 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub type BoxError = Box<dyn std::error::Error>;
+
+/// The number after `name` on the bench's command line, or `default`.
+pub fn arg(args: &[String], name: &str, default: usize) -> usize {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 /// One section as dumped by `sections.py` (or a line of an eval set's `docs.jsonl`).
 #[derive(Deserialize)]
