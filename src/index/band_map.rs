@@ -315,6 +315,9 @@ impl BandLists {
         }
         let start = (self.chunks.len() - 1) * LIST_CHUNK + self.used;
         self.used += size;
+        // A list is named by its start below the band index's marker bit: 2^31 slots (8 GiB of
+        // lists, hundreds of millions of sections) before a start would collide with it.
+        debug_assert!(start < 1 << 31, "band lists past 2^31 slots");
         start as u32
     }
 
