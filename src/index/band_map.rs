@@ -250,7 +250,9 @@ impl Run {
 /// spans two chunks, so the buffer grows by a chunk and is never copied.
 #[derive(Debug, Default)]
 pub struct BandLists {
-    chunks: Vec<Box<[u32]>>,
+    /// Each chunk reserves `LIST_CHUNK` slots and holds the ones handed out so far: memory
+    /// reserved and not yet used is not touched, so a small index does not pay a whole chunk.
+    chunks: Vec<Vec<u32>>,
     /// Slots used in the last chunk.
     used: usize,
     /// Starts of the free blocks, by class.
@@ -300,7 +302,8 @@ impl BandLists {
         let size = 4usize << class;
         if self.chunks.is_empty() || self.used + size > LIST_CHUNK {
             // The rest of the last chunk becomes free blocks, the largest that fit first.
-            if !self.chunks.is_empty() {
+            if let Some(last) = self.chunks.last_mut() {
+                last.resize(LIST_CHUNK, 0);
                 let base = (self.chunks.len() - 1) * LIST_CHUNK;
                 let mut at = self.used;
                 for c in (0..=MAX_CLASS).rev() {
@@ -310,11 +313,14 @@ impl BandLists {
                     }
                 }
             }
-            self.chunks.push(vec![0; LIST_CHUNK].into_boxed_slice());
+            self.chunks.push(Vec::with_capacity(LIST_CHUNK));
             self.used = 0;
         }
         let start = (self.chunks.len() - 1) * LIST_CHUNK + self.used;
         self.used += size;
+        if let Some(last) = self.chunks.last_mut() {
+            last.resize(self.used, 0);
+        }
         // A list is named by its start below the band index's marker bit: 2^31 slots (8 GiB of
         // lists, hundreds of millions of sections) before a start would collide with it.
         debug_assert!(start < 1 << 31, "band lists past 2^31 slots");
@@ -410,7 +416,7 @@ impl BandLists {
 
     /// Bytes held on the heap.
     pub fn heap_bytes(&self) -> usize {
-        self.chunks.len() * LIST_CHUNK * 4
+        self.chunks.iter().map(Vec::len).sum::<usize>() * 4
             + self
                 .free
                 .iter()
@@ -477,7 +483,7 @@ mod tests {
             }
         }
         let live: usize = model.iter().map(|(_, m)| m.len() + 1).sum();
-        let slots = lists.chunks.len() * LIST_CHUNK;
+        let slots: usize = lists.chunks.iter().map(Vec::len).sum();
         assert!(
             slots < 4 * live,
             "{slots} slots for {live} members and headers"
