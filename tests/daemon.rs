@@ -1899,12 +1899,8 @@ fn a_write_sent_behind_another_still_finds_the_near_duplicates_that_one_learned(
 fn a_learn_stream_whose_daemon_stops_answering_fails_that_batch_and_goes_on_once_it_answers() {
     let (db, pid) = with_daemon("a fact before the stream");
     let mut child = db
-        .process()
+        .learn_jsonl(false)
         .env("KBDB_REQUEST_TIMEOUT_SECS", "2")
-        .args(["--format", "json", "learn", "--jsonl"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();

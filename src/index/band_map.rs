@@ -69,25 +69,31 @@ impl BandMap {
         None
     }
 
+    /// Where `key` is live in the run. A key live in the run is never in the fresh map (a fresh
+    /// key only shadows one removed from the run), so the run is asked first and the map only
+    /// when the run does not have it: one lookup of each at most.
+    fn live(&self, key: u32) -> Option<usize> {
+        self.position(key).filter(|&i| *self.run.value(i) != GONE)
+    }
+
     pub fn get(&self, key: &u32) -> Option<&u32> {
-        if let Some(v) = self.fresh.get(key) {
-            return Some(v);
+        match self.live(*key) {
+            Some(i) => Some(self.run.value(i)),
+            None => self.fresh.get(key),
         }
-        let i = self.position(*key)?;
-        Some(self.run.value(i)).filter(|&&v| v != GONE)
     }
 
     pub fn get_mut(&mut self, key: &u32) -> Option<&mut u32> {
-        if self.fresh.contains_key(key) {
-            return self.fresh.get_mut(key);
+        match self.live(*key) {
+            Some(i) => Some(self.run.value_mut(i)),
+            None => self.fresh.get_mut(key),
         }
-        let i = self.position(*key)?;
-        Some(self.run.value_mut(i)).filter(|v| **v != GONE)
     }
 
     /// Add `key`, which `get` just did not find (one lookup less than `insert`).
     pub fn insert_new(&mut self, key: u32, value: u32) {
         debug_assert_ne!(value, GONE);
+        debug_assert!(self.live(key).is_none(), "a key live in the run");
         self.fresh.insert(key, value);
         if self.fresh.len() >= merge_at(self.run.len()) {
             self.merge();
@@ -105,9 +111,7 @@ impl BandMap {
         if self.fresh.remove(key).is_some() {
             return;
         }
-        if let Some(i) = self.position(*key)
-            && *self.run.value(i) != GONE
-        {
+        if let Some(i) = self.live(*key) {
             *self.run.value_mut(i) = GONE;
             self.gone += 1;
             if self.gone >= merge_at(self.run.len()).max(self.run.len() / 4) {

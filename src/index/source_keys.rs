@@ -16,7 +16,7 @@ pub enum SourceKeyChange {
 /// Source key → kbids, both in order (a prefix read lists keys in order; the kbids of one key
 /// come in kbid order, as the table's values did). Held for every titled section, so its
 /// size is what it costs per section: most entries sit in a packed, front-coded run (`Packed`,
-/// ~50 bytes an entry where a tree of boxed strings took ~150; docs/performance.md); entries
+/// ~35–65 bytes an entry where a tree of boxed strings took ~150; docs/performance.md); entries
 /// added since the run was built wait in a small tree, and entries removed from the run are
 /// marked in a bitmap, until the next repacking merges them in.
 #[derive(Debug, Default)]
@@ -28,6 +28,12 @@ pub struct SourceKeyIndex {
     /// (key, kbid) pairs added since the run was built and not in it.
     fresh: BTreeSet<(Box<str>, Box<str>)>,
     entries: usize,
+}
+
+/// Whether entry `i` is marked in a bitmap of removed entries (one bit each; an empty bitmap
+/// marks none).
+fn marked(bits: &[u64], i: usize) -> bool {
+    bits.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
 }
 
 /// Entries per block of the packed run: the first key of a block is stored whole (a binary
@@ -93,9 +99,7 @@ impl SourceKeyIndex {
     }
 
     fn is_removed(&self, i: usize) -> bool {
-        self.removed
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        marked(&self.removed, i)
     }
 
     /// Merge the fresh entries into the run and drop the removed ones from it. The old run is
@@ -113,9 +117,7 @@ impl SourceKeyIndex {
             let mut at = 0;
             while at < segment.len() {
                 let kbid = decode(&segment, &mut at, &mut key);
-                let gone = removed
-                    .get(index / 64)
-                    .is_some_and(|w| w & (1 << (index % 64)) != 0);
+                let gone = marked(&removed, index);
                 index += 1;
                 if gone {
                     continue;
@@ -360,12 +362,7 @@ impl<'a> Cursor<'a> {
                 self.valid = false;
                 return;
             }
-            let i = self.index;
-            let gone = self
-                .removed
-                .get(i / 64)
-                .is_some_and(|w| w & (1 << (i % 64)) != 0);
-            if !gone {
+            if !marked(self.removed, self.index) {
                 self.valid = true;
                 return;
             }
@@ -642,7 +639,6 @@ mod tests {
         }
         assert_eq!(index.len(), n);
         let per_entry = index.heap_bytes() / n;
-        eprintln!("{per_entry} bytes an entry");
         assert!(per_entry <= 64, "{per_entry} bytes an entry");
     }
 

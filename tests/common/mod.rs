@@ -145,21 +145,23 @@ impl TestDb {
         self.spawn_learn_jsonl(true)
     }
 
-    /// `kbdb learn --jsonl --format json` as a child with piped stdin/stdout: in process when
-    /// `embedded`, else through the database's daemon (started if none runs).
-    pub fn spawn_learn_jsonl(&self, embedded: bool) -> std::process::Child {
-        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("kbdb"));
-        cmd.env("KBDB_RUNTIME_DIR", self.runtime_dir())
-            .args(["--db", self.dir.to_str().unwrap()]);
+    /// `kbdb learn --jsonl --format json` with piped stdin/stdout (stderr discarded): in
+    /// process when `embedded`, else through the database's daemon (started if none runs).
+    pub fn learn_jsonl(&self, embedded: bool) -> std::process::Command {
+        let mut cmd = self.process();
         if embedded {
             cmd.arg("--embedded");
         }
         cmd.args(["learn", "--jsonl", "--format", "json"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
+            .stderr(std::process::Stdio::null());
+        cmd
+    }
+
+    /// `learn_jsonl`, started.
+    pub fn spawn_learn_jsonl(&self, embedded: bool) -> std::process::Child {
+        self.learn_jsonl(embedded).spawn().unwrap()
     }
 }
 
