@@ -16,8 +16,12 @@ use super::args::{Format, LearnArgs};
 use super::maintenance::counter_bar;
 use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
 
-/// Most lines grouped into one transaction by `--jsonl`.
-const JSONL_BATCH: usize = 1024;
+/// Most lines grouped into one transaction by `--jsonl`. Each commit rewrites every B-tree leaf
+/// its rows landed in, and rows keyed by content hashes land all over the tree, so fewer, larger
+/// commits write less: at 100k sections 4,096 loads ~15 % faster than 1,024 for ~20 MB more
+/// memory (docs/performance.md, *Larger batches*). Through the daemon a batch is also how long
+/// one client holds the shared writer (~0.2 s for 4,096 lines).
+const JSONL_BATCH: usize = 4096;
 /// Most bytes of lines grouped into one batch (a batch is one daemon message, at most 64 MiB).
 const JSONL_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Longest `--jsonl` line: a batch (under 16 MiB, plus one line) always fits one daemon message.

@@ -273,7 +273,9 @@ const TERM_CACHE_LIMIT: usize = 50_000;
 #[derive(Default)]
 struct TermCache {
     norm: Normalizer,
-    terms: std::collections::HashMap<Box<str>, Box<str>>,
+    /// foldhash: looked up once per token indexed, where SipHash took ~6 % of the indexing
+    /// thread.
+    terms: foldhash::HashMap<Box<str>, Box<str>>,
 }
 
 thread_local! {
