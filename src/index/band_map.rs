@@ -50,13 +50,37 @@ fn merge_at(run: usize) -> usize {
 }
 
 impl BandMap {
-    /// Where `key` is in the run.
-    fn position(&self, key: u32) -> Option<usize> {
-        let p = if self.radix_bits == 0 {
+    /// The radix table's slot of `key`.
+    fn slot(&self, key: u32) -> usize {
+        if self.radix_bits == 0 {
             0
         } else {
             (key >> (32 - self.radix_bits)) as usize
-        };
+        }
+    }
+
+    /// Start bringing into the cache what looking up `keys` will read. A lookup is two
+    /// dependent cache misses (the radix table, then the run), and a section's 16 band keys were
+    /// looked up one after the other: the writer spent ~9 % of its time waiting on them.
+    /// Asked for all at once, in two waves, the misses overlap.
+    pub fn prefetch(&self, keys: &[u32]) {
+        for &key in keys {
+            prefetch(&self.starts[self.slot(key)]);
+        }
+        for &key in keys {
+            let p = self.slot(key);
+            let (lo, hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
+            if lo < hi {
+                // The few pairs of a slot span one or two cache lines.
+                prefetch(self.run.pair(lo));
+                prefetch(self.run.pair(hi - 1));
+            }
+        }
+    }
+
+    /// Where `key` is in the run.
+    fn position(&self, key: u32) -> Option<usize> {
+        let p = self.slot(key);
         let (mut lo, mut hi) = (self.starts[p] as usize, self.starts[p + 1] as usize);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -228,6 +252,10 @@ impl Run {
         &self.chunks[i / RUN_CHUNK][i % RUN_CHUNK].1
     }
 
+    fn pair(&self, i: usize) -> &(u32, u32) {
+        &self.chunks[i / RUN_CHUNK][i % RUN_CHUNK]
+    }
+
     fn value_mut(&mut self, i: usize) -> &mut u32 {
         &mut self.chunks[i / RUN_CHUNK][i % RUN_CHUNK].1
     }
@@ -387,6 +415,12 @@ impl BandLists {
         moved
     }
 
+    /// Start bringing the list at `start` into the cache (its header and first members).
+    pub fn prefetch(&self, start: u32) {
+        let (c, o) = self.locate(start);
+        prefetch(&self.chunks[c][o]);
+    }
+
     /// The members of the list at `start`, in the order they were added.
     pub fn members(&self, start: u32) -> &[u32] {
         let (_, len) = self.header(start);
@@ -427,6 +461,22 @@ impl BandLists {
                 .map(|f| f.capacity() * 4 + 24)
                 .sum::<usize>()
     }
+}
+
+/// Ask the processor to bring the cache line holding `*item` closer: a hint that reads nothing
+/// (a no-op where no prefetch instruction is available).
+#[inline(always)]
+fn prefetch<T>(item: &T) {
+    // SAFETY: SSE is part of every x86_64 processor, and a prefetch neither reads nor writes
+    // memory nor faults, whatever the address.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (item as *const T).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
 }
 
 #[cfg(test)]

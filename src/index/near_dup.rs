@@ -593,6 +593,7 @@ impl BandIndex {
     }
 
     fn enter_bands(&mut self, n: u32, keys: &BandKeys) {
+        self.bands.prefetch(keys);
         let fps = keys;
         for (i, fp) in fps.iter().enumerate() {
             if fps[..i].contains(fp) {
@@ -646,8 +647,16 @@ impl BandIndex {
     fn members(&self, key: u32) -> &[u32] {
         match self.bands.get(&key) {
             None => &[],
-            Some(v) if v & LIST != 0 => self.lists.members(v & !LIST),
-            Some(one) => std::slice::from_ref(one),
+            Some(v) => self.band_members(v),
+        }
+    }
+
+    /// The sections of a band whose value in `bands` is `v`.
+    fn band_members<'a>(&'a self, v: &'a u32) -> &'a [u32] {
+        if v & LIST != 0 {
+            self.lists.members(v & !LIST)
+        } else {
+            std::slice::from_ref(v)
         }
     }
 
@@ -776,9 +785,15 @@ impl BandIndex {
 
     /// (section number, shared bands) of the sections sharing at least `min` of `keys`.
     fn shared_counts(&self, keys: &BandKeys, min: u32) -> Vec<(u32, u32)> {
+        self.bands.prefetch(keys);
+        let found: [Option<u32>; BANDS] =
+            std::array::from_fn(|i| self.bands.get(&keys[i]).copied());
+        for v in found.iter().flatten().filter(|&&v| v & LIST != 0) {
+            self.lists.prefetch(v & !LIST);
+        }
         let mut numbers: Vec<u32> = Vec::with_capacity(BANDS * PER_BAND);
-        for &k in keys {
-            numbers.extend_from_slice(newest(self.members(k)));
+        for v in found.into_iter().flatten() {
+            numbers.extend_from_slice(newest(self.band_members(&v)));
         }
         numbers.sort_unstable();
         numbers
