@@ -14,7 +14,7 @@ use super::backend::Backend;
 
 use super::args::{Format, LearnArgs};
 use super::maintenance::counter_bar;
-use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_json, print_text};
+use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_bytes, print_json, print_text};
 
 /// Most lines grouped into one transaction by `--jsonl`. Each commit rewrites every B-tree leaf
 /// its rows landed in, and rows keyed by content hashes land all over the tree, so fewer, larger
@@ -230,6 +230,7 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
             Err(e) => (Vec::new(), Some(e)),
         };
         progress.inc(slots.len() as u64);
+        let mut out = LineChunks::default();
         for (line_no, slot) in slots {
             let outcome = match (slot, &batch_error) {
                 (Ok(_), Some(e)) => Err(KbError::Remote {
@@ -246,11 +247,46 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
             if outcome.is_err() {
                 *failed_lines += 1;
             }
-            progress.suspend(|| print_line(format, line_no, outcome));
+            let line = result_line(format, line_no, outcome);
+            if let Some(chunk) = out.push(&line) {
+                progress.suspend(|| print_bytes(chunk.as_bytes()));
+            }
         }
+        progress.suspend(|| print_bytes(out.rest().as_bytes()));
     });
     bar.finish_and_clear();
     Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
+}
+
+/// Result lines gathered into writes of at most `PIPE_BUF` bytes (a longer line goes alone). A
+/// pipe takes such a write whole or not at all, so a reader never sees part of a line from a
+/// process killed while writing; a write per line cost a system call per section.
+#[derive(Default)]
+struct LineChunks {
+    buf: String,
+    full: String,
+}
+
+/// What POSIX guarantees a pipe writes atomically (Linux: 4,096 bytes).
+const PIPE_BUF: usize = 4096;
+
+impl LineChunks {
+    /// Add `line`; the chunk to write first when it does not fit with the lines gathered.
+    fn push(&mut self, line: &str) -> Option<&str> {
+        let full = !self.buf.is_empty() && self.buf.len() + line.len() + 1 > PIPE_BUF;
+        if full {
+            std::mem::swap(&mut self.buf, &mut self.full);
+            self.buf.clear();
+        }
+        self.buf.push_str(line);
+        self.buf.push('\n');
+        full.then_some(self.full.as_str())
+    }
+
+    /// The lines gathered and not yet handed out.
+    fn rest(&self) -> &str {
+        self.buf.as_str()
+    }
 }
 
 type Line = (usize, Result<String, KbError>);
@@ -400,15 +436,50 @@ fn read_jsonl_line(r: &mut impl BufRead) -> std::io::Result<Option<Result<String
     Ok(Some(kbdb::text::preprocess::decode_utf8("line", buf)))
 }
 
-fn print_line(format: Format, line_no: usize, outcome: Result<LearnResult, KbError>) {
+fn result_line(format: Format, line_no: usize, outcome: Result<LearnResult, KbError>) -> String {
     match (format, outcome) {
-        (Format::Json, Ok(r)) => print_json(&r, false),
+        (Format::Json, Ok(r)) => serde_json::to_string(&r).expect("result types serialise"),
         (Format::Json, Err(e)) => {
             let mut v = error_json(&e);
             v["line"] = line_no.into();
-            print_json(&v, false)
+            v.to_string()
         }
-        (Format::Text, Ok(r)) => print_text(&format!("{line_no}: {}", result_text(&r))),
-        (Format::Text, Err(e)) => print_text(&format!("{line_no}: error: {e}")),
+        (Format::Text, Ok(r)) => format!("{line_no}: {}", result_text(&r)),
+        (Format::Text, Err(e)) => format!("{line_no}: error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_lines_go_out_whole_in_chunks_a_pipe_writes_at_once() {
+        let lines: Vec<String> = (0..400)
+            .map(|i| format!("{i}:{}", "x".repeat(i * 37 % 900)))
+            .chain([
+                String::from("long:") + &"y".repeat(6000),
+                String::from("last"),
+            ])
+            .collect();
+        let mut chunks = LineChunks::default();
+        let mut written = Vec::new();
+        for line in &lines {
+            if let Some(chunk) = chunks.push(line) {
+                written.push(chunk.to_string());
+            }
+        }
+        written.push(chunks.rest().to_string());
+        assert!(written.len() > 10, "several chunks: {}", written.len());
+        for chunk in &written {
+            assert!(chunk.ends_with('\n'), "a chunk ends with a whole line");
+            assert!(
+                chunk.len() <= PIPE_BUF || chunk.lines().count() == 1,
+                "a chunk over PIPE_BUF is one long line alone ({} bytes)",
+                chunk.len()
+            );
+        }
+        let all: Vec<&str> = written.iter().flat_map(|c| c.lines()).collect();
+        assert_eq!(all, lines, "every line once, in order");
     }
 }
