@@ -18,10 +18,12 @@ use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_bytes, print_json, 
 
 /// Most lines grouped into one transaction by `--jsonl`. Each commit rewrites every B-tree leaf
 /// its rows landed in, and rows keyed by content hashes land all over the tree, so fewer, larger
-/// commits write less: at 100k sections 4,096 loads ~15 % faster than 1,024 for ~20 MB more
-/// memory (docs/performance.md, *Larger batches*). Through the daemon a batch is also how long
-/// one client holds the shared writer (~0.2 s for 4,096 lines).
-const JSONL_BATCH: usize = 4096;
+/// commits write less: at 100k sections 2,048 loads ~10 % faster than 1,024. Larger batches gain
+/// little more and cost memory and disk: 4,096 held ~10 MB more at its peak and left the file
+/// ~3 MB larger (pages copied while a commit's old ones were still in use; docs/performance.md,
+/// *Larger batches*). Through the daemon a batch is also how long one client holds the shared
+/// writer (~0.1 s for 2,048 lines).
+const JSONL_BATCH: usize = 2048;
 /// Most bytes of lines grouped into one batch (a batch is one daemon message, at most 64 MiB).
 const JSONL_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Longest `--jsonl` line: a batch (under 16 MiB, plus one line) always fits one daemon message.
