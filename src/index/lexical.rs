@@ -131,6 +131,20 @@ pub struct LexicalIndex {
     /// The last commit is part of a rebuild that did not finish: the next catch-up rebuilds,
     /// and nothing commits before it.
     rebuild_pending: bool,
+    /// Sections indexed ahead of `applied_seq`, with the last change of the snapshot they were
+    /// read from: a catch-up step reads at most `CHANGES_PER_STEP` change rows but the sections
+    /// from the newest snapshot, so a section changed again past the step's last row is indexed
+    /// as it stands then. Until `applied_seq` reaches that change, a step touching the section
+    /// deletes it before adding it, even when its first change there is its addition (a
+    /// section removed before the cut and learned again after it was indexed twice).
+    ahead: foldhash::HashMap<String, u64>,
+    /// Up to this change, every section a step touches is deleted before it is added: what
+    /// `ahead` held is lost with the process, and the commit the index was opened on may hold
+    /// sections indexed ahead of its `applied_seq`. Set by the first step after opening to the
+    /// store's last change.
+    delete_all_until: u64,
+    /// No step has run since the index was opened.
+    just_opened: bool,
 }
 
 fn tantivy_err(context: &str, e: impl std::fmt::Display) -> KbError {
@@ -262,6 +276,9 @@ impl LexicalIndex {
             uncommitted_bytes: 0,
             writer_lost: false,
             rebuild_pending: false,
+            ahead: Default::default(),
+            delete_all_until: 0,
+            just_opened: true,
         })
     }
 
@@ -395,11 +412,18 @@ impl LexicalIndex {
     fn apply_some_changes(&mut self, db: &Database) -> Result<bool> {
         let txn = db.begin_read()?;
         let changes = txn.open_table(CHANGES)?;
+        let newest = changes.last()?.map_or(0, |(k, _)| k.value());
+        if std::mem::take(&mut self.just_opened) {
+            self.delete_all_until = newest;
+        }
+        let applied = self.applied_seq;
+        self.ahead.retain(|_, until| *until > applied);
         // Each touched section, and whether the index may hold it: not when its first change
-        // since the last applied one is its addition (the index holds exactly the changes up
-        // to `applied_seq`, and a section is added only when the store had no record of it).
-        // A bulk load then sends no deletes, each of which tantivy keeps (with a 1 KiB scoring
-        // cache) until the next commit and looks up in every segment.
+        // since the last applied one is its addition (the index holds the changes up to
+        // `applied_seq`, and a section is added only when the store had no record of it),
+        // unless it was indexed ahead (`ahead`, `delete_all_until`). A bulk load then sends no
+        // deletes, each of which tantivy keeps (with a 1 KiB scoring cache) until the next
+        // commit and looks up in every segment.
         let mut touched = BTreeMap::new();
         let mut last = self.applied_seq;
         let mut rows = 0;
@@ -415,9 +439,9 @@ impl LexicalIndex {
                 c.kind,
                 ChangeKind::SectionAdded | ChangeKind::SectionChanged | ChangeKind::SectionRemoved
             ) {
-                touched
-                    .entry(c.id)
-                    .or_insert(c.kind != ChangeKind::SectionAdded);
+                let maybe_indexed =
+                    c.kind != ChangeKind::SectionAdded || seq <= self.delete_all_until;
+                touched.entry(c.id).or_insert(maybe_indexed);
             }
             last = seq;
         }
@@ -428,8 +452,12 @@ impl LexicalIndex {
         let content = txn.open_table(CONTENT)?;
         let mut ops = Vec::with_capacity(touched.len().min(BATCH) * 2);
         let mut sections_in_ops = 0;
+        // Cut short with changes left in the snapshot: what it holds of a section may be
+        // newer than the step's last row.
+        let read_ahead = rows == CHANGES_PER_STEP && newest > last;
+        let mut indexed_ahead = Vec::new();
         for (kbid, &maybe_indexed) in &touched {
-            if maybe_indexed {
+            if maybe_indexed || self.ahead.contains_key(kbid) {
                 self.uncommitted_bytes += DELETE_BYTES;
                 ops.push(UserOperation::Delete(Term::from_field_text(
                     self.fields.kbid,
@@ -442,6 +470,9 @@ impl LexicalIndex {
                     .unwrap_or_default();
                 self.uncommitted_bytes += bytes.len();
                 ops.push(UserOperation::Add(self.document(kbid, &rec, &bytes)));
+                if read_ahead {
+                    indexed_ahead.push(kbid);
+                }
             }
             sections_in_ops += 1;
             if sections_in_ops == BATCH {
@@ -450,6 +481,9 @@ impl LexicalIndex {
             }
         }
         self.send(ops)?;
+        for kbid in indexed_ahead {
+            self.ahead.insert(kbid.clone(), newest);
+        }
         self.applied_seq = last;
         self.dirty = true;
         Ok(rows < CHANGES_PER_STEP)
@@ -822,6 +856,79 @@ mod tests {
         assert_eq!(indexed_once(&kb), want);
         let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
         assert_eq!(hits.items.len(), 1);
+        assert!(kb.check().unwrap().ok);
+    }
+
+    /// A catch-up step reads the sections it touched from the newest snapshot, which may hold
+    /// changes after the step's last row (a step reads at most `CHANGES_PER_STEP` rows). A
+    /// section removed before that row and learned again after it is indexed by the first step
+    /// as it stands: the second step, whose first change of it is that addition, must not add
+    /// it a second time.
+    #[test]
+    fn a_section_learned_again_past_a_steps_end_is_indexed_once() {
+        use crate::writes::{WriteOp, WriteOutcome};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let write = |op: WriteOp| match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
+            Ok(WriteOutcome::Learned(l)) => l.kbid,
+            Ok(_) => String::new(),
+            Err(e) => panic!("{e}"),
+        };
+        let learn = |text: &str| write(WriteOp::Learn(crate::LearnRequest::text(text)));
+        let a = learn("alpha facts learned, unlearned and learned again");
+        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
+        write(WriteOp::Unlearn { kbid: a.clone() });
+        let mut want = vec![kbid_key(&a)];
+        for i in 0..CHANGES_PER_STEP + 16 {
+            want.push(kbid_key(&learn(&format!(
+                "filler fact number {i} between the two"
+            ))));
+        }
+        assert_eq!(learn("alpha facts learned, unlearned and learned again"), a);
+        want.sort_unstable();
+        assert_eq!(indexed_once(&kb), want);
+        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
+        assert_eq!(hits.items.len(), 1);
+        assert!(kb.check().unwrap().ok);
+    }
+
+    /// The same across a reopen: a step cut short indexed a section ahead and was committed,
+    /// then the process ended. The commit says nothing of it, so the catch-up after opening
+    /// deletes each section it touches up to the store's last change before adding it.
+    #[test]
+    fn a_section_indexed_ahead_before_a_reopen_is_indexed_once() {
+        use crate::writes::{WriteOp, WriteOutcome};
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let write = |op: WriteOp| match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
+            Ok(WriteOutcome::Learned(l)) => l.kbid,
+            Ok(_) => String::new(),
+            Err(e) => panic!("{e}"),
+        };
+        let learn = |text: &str| write(WriteOp::Learn(crate::LearnRequest::text(text)));
+        let a = learn("alpha facts indexed ahead of a reopen");
+        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
+        write(WriteOp::Unlearn { kbid: a.clone() });
+        let mut want = vec![kbid_key(&a)];
+        for i in 0..CHANGES_PER_STEP + 16 {
+            want.push(kbid_key(&learn(&format!(
+                "filler fact number {i} before the reopen"
+            ))));
+        }
+        assert_eq!(learn("alpha facts indexed ahead of a reopen"), a);
+        {
+            let db = kb.db().unwrap();
+            let mut lexical = kb.lexical().unwrap();
+            assert!(
+                !lexical.apply_some_changes(&db).unwrap(),
+                "a step cut short"
+            );
+            lexical.commit().unwrap();
+        }
+        drop(kb);
+        let kb = crate::Kb::open(tmp.path()).unwrap();
+        want.sort_unstable();
+        assert_eq!(indexed_once(&kb), want);
         assert!(kb.check().unwrap().ok);
     }
 
