@@ -859,16 +859,11 @@ mod tests {
         assert!(kb.check().unwrap().ok);
     }
 
-    /// A catch-up step reads the sections it touched from the newest snapshot, which may hold
-    /// changes after the step's last row (a step reads at most `CHANGES_PER_STEP` rows). A
-    /// section removed before that row and learned again after it is indexed by the first step
-    /// as it stands: the second step, whose first change of it is that addition, must not add
-    /// it a second time.
-    #[test]
-    fn a_section_learned_again_past_a_steps_end_is_indexed_once() {
+    /// Learn a section and index it, unlearn it, learn more than a catch-up step's rows of
+    /// other sections, then learn it again, none of it indexed yet: the kbid keys the index
+    /// must then hold, each once.
+    fn removed_then_learned_again_past_a_step(kb: &crate::Kb) -> Vec<u64> {
         use crate::writes::{WriteOp, WriteOutcome};
-        let tmp = tempfile::tempdir().unwrap();
-        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
         let write = |op: WriteOp| match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
             Ok(WriteOutcome::Learned(l)) => l.kbid,
             Ok(_) => String::new(),
@@ -876,7 +871,7 @@ mod tests {
         };
         let learn = |text: &str| write(WriteOp::Learn(crate::LearnRequest::text(text)));
         let a = learn("alpha facts learned, unlearned and learned again");
-        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
+        assert_eq!(indexed_once(kb), vec![kbid_key(&a)]);
         write(WriteOp::Unlearn { kbid: a.clone() });
         let mut want = vec![kbid_key(&a)];
         for i in 0..CHANGES_PER_STEP + 16 {
@@ -886,6 +881,19 @@ mod tests {
         }
         assert_eq!(learn("alpha facts learned, unlearned and learned again"), a);
         want.sort_unstable();
+        want
+    }
+
+    /// A catch-up step reads the sections it touched from the newest snapshot, which may hold
+    /// changes after the step's last row (a step reads at most `CHANGES_PER_STEP` rows). A
+    /// section removed before that row and learned again after it is indexed by the first step
+    /// as it stands: the second step, whose first change of it is that addition, must not add
+    /// it a second time.
+    #[test]
+    fn a_section_learned_again_past_a_steps_end_is_indexed_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
+        let want = removed_then_learned_again_past_a_step(&kb);
         assert_eq!(indexed_once(&kb), want);
         let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
         assert_eq!(hits.items.len(), 1);
@@ -897,25 +905,9 @@ mod tests {
     /// deletes each section it touches up to the store's last change before adding it.
     #[test]
     fn a_section_indexed_ahead_before_a_reopen_is_indexed_once() {
-        use crate::writes::{WriteOp, WriteOutcome};
         let tmp = tempfile::tempdir().unwrap();
         let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
-        let write = |op: WriteOp| match kb.write_group_unindexed(vec![op]).unwrap().remove(0) {
-            Ok(WriteOutcome::Learned(l)) => l.kbid,
-            Ok(_) => String::new(),
-            Err(e) => panic!("{e}"),
-        };
-        let learn = |text: &str| write(WriteOp::Learn(crate::LearnRequest::text(text)));
-        let a = learn("alpha facts indexed ahead of a reopen");
-        assert_eq!(indexed_once(&kb), vec![kbid_key(&a)]);
-        write(WriteOp::Unlearn { kbid: a.clone() });
-        let mut want = vec![kbid_key(&a)];
-        for i in 0..CHANGES_PER_STEP + 16 {
-            want.push(kbid_key(&learn(&format!(
-                "filler fact number {i} before the reopen"
-            ))));
-        }
-        assert_eq!(learn("alpha facts indexed ahead of a reopen"), a);
+        let want = removed_then_learned_again_past_a_step(&kb);
         {
             let db = kb.db().unwrap();
             let mut lexical = kb.lexical().unwrap();
@@ -927,8 +919,9 @@ mod tests {
         }
         drop(kb);
         let kb = crate::Kb::open(tmp.path()).unwrap();
-        want.sort_unstable();
         assert_eq!(indexed_once(&kb), want);
+        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
+        assert_eq!(hits.items.len(), 1);
         assert!(kb.check().unwrap().ok);
     }
 
