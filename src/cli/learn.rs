@@ -16,14 +16,17 @@ use super::args::{Format, LearnArgs};
 use super::maintenance::counter_bar;
 use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_bytes, print_json, print_text};
 
-/// Most lines grouped into one transaction by `--jsonl`. Each commit rewrites every B-tree leaf
-/// its rows landed in, and rows keyed by content hashes land all over the tree, so fewer, larger
-/// commits write less: at 100k sections 2,048 loads ~10 % faster than 1,024. Larger batches gain
-/// little more and cost memory and disk: 4,096 held ~10 MB more at its peak and left the file
-/// ~3 MB larger (pages copied while a commit's old ones were still in use; docs/performance.md,
-/// *Larger batches*). Through the daemon a batch is also how long one client holds the shared
-/// writer (~0.1 s for 2,048 lines).
-const JSONL_BATCH: usize = 2048;
+/// Most lines grouped into one transaction by `--jsonl --embedded`. Each commit rewrites every
+/// B-tree leaf its rows landed in, and rows keyed by content hashes land all over the tree, so
+/// fewer, larger commits write less: at 100k sections 2,048 loads ~10 % faster than 1,024.
+/// Larger batches gain little more and cost memory and disk: 4,096 held ~10 MB more at its peak
+/// and left the file ~3 MB larger (pages copied while a commit's old ones were still in use;
+/// docs/performance.md, *Larger batches*).
+const JSONL_BATCH_EMBEDDED: usize = 2048;
+/// The same through the daemon, whose writer other clients share: a batch is how long one
+/// client holds it. With 2,048 lines, a durable writer's p99 during a bulk load went from
+/// 55–59 ms to 87–100 ms.
+const JSONL_BATCH_DAEMON: usize = 1024;
 /// Most bytes of lines grouped into one batch (a batch is one daemon message, at most 64 MiB).
 const JSONL_BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// Longest `--jsonl` line: a batch (under 16 MiB, plus one line) always fits one daemon message.
@@ -201,13 +204,18 @@ fn result_text(r: &LearnResult) -> String {
     out
 }
 
-/// Group the stdin lines already waiting (up to JSONL_BATCH) into one transaction, so a fast
+/// Group the stdin lines already waiting (up to `JSONL_BATCH_EMBEDDED` lines, or
+/// `JSONL_BATCH_DAEMON` through the daemon) into one transaction, so a fast
 /// pipe gets large batches and a slow stream gets low latency. Lines are read and batches
 /// parsed on the thread that draws them (`Backend::learn_stream`: the one preparing the next
 /// batch while one is written); results are printed in input order as each batch becomes
 /// durable.
 fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
-    let mut lines = StdinLines::new();
+    let most = match kb {
+        Backend::Embedded(_) => JSONL_BATCH_EMBEDDED,
+        Backend::Daemon(_) => JSONL_BATCH_DAEMON,
+    };
+    let mut lines = StdinLines::new(most);
     // Each batch's lines: its line number and either its index among the batch's requests or
     // why it could not be parsed. Sent before the batch is handed on, so it is here when the
     // batch's results are.
@@ -308,10 +316,12 @@ struct StdinLines {
     reader: std::io::BufReader<RawStdin>,
     next_no: usize,
     ended: bool,
+    /// Most lines of a batch.
+    most: usize,
 }
 
 impl StdinLines {
-    fn new() -> StdinLines {
+    fn new(most: usize) -> StdinLines {
         use std::os::fd::FromRawFd;
         // SAFETY: descriptor 0 stays open for the process's life; ManuallyDrop never closes it,
         // and nothing else reads standard input while a stream is learned.
@@ -322,6 +332,7 @@ impl StdinLines {
             reader: std::io::BufReader::with_capacity(1 << 16, stdin),
             next_no: 1,
             ended: false,
+            most,
         }
     }
 
@@ -366,14 +377,14 @@ impl StdinLines {
         unsafe { libc::poll(&mut fd, 1, 0) > 0 }
     }
 
-    /// The next line and the lines already waiting after it, up to JSONL_BATCH lines or
+    /// The next line and the lines already waiting after it, up to `most` lines or
     /// JSONL_BATCH_BYTES bytes; None at the end of the input.
     fn next_batch(&mut self) -> Option<Vec<Line>> {
         let line_len = |item: &Line| item.1.as_ref().map_or(0, |l| l.len());
         let first = self.next_line()?;
         let mut bytes = line_len(&first);
         let mut batch = vec![first];
-        while batch.len() < JSONL_BATCH && bytes < JSONL_BATCH_BYTES && self.waiting() {
+        while batch.len() < self.most && bytes < JSONL_BATCH_BYTES && self.waiting() {
             match self.next_line() {
                 Some(item) => {
                     bytes += line_len(&item);
