@@ -14,7 +14,9 @@ use super::backend::Backend;
 
 use super::args::{Format, LearnArgs};
 use super::maintenance::counter_bar;
-use super::output::{EXIT_OK, EXIT_PARTIAL, error_json, print_bytes, print_json, print_text};
+use super::output::{
+    EXIT_OK, EXIT_PARTIAL, error_json, json_text, print_bytes, print_json, print_text,
+};
 
 /// Most lines grouped into one transaction by `--jsonl --embedded`. Each commit rewrites every
 /// B-tree leaf its rows landed in, and rows keyed by content hashes land all over the tree, so
@@ -262,7 +264,8 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
                 progress.suspend(|| print_bytes(chunk.as_bytes()));
             }
         }
-        progress.suspend(|| print_bytes(out.rest().as_bytes()));
+        let rest = out.rest();
+        progress.suspend(|| print_bytes(rest.as_bytes()));
     });
     bar.finish_and_clear();
     Ok(if failed > 0 { EXIT_PARTIAL } else { EXIT_OK })
@@ -274,28 +277,23 @@ fn jsonl(kb: &Backend, format: Format) -> Result<i32, KbError> {
 #[derive(Default)]
 struct LineChunks {
     buf: String,
-    full: String,
 }
 
-/// What POSIX guarantees a pipe writes atomically (Linux: 4,096 bytes).
-const PIPE_BUF: usize = 4096;
+const PIPE_BUF: usize = libc::PIPE_BUF;
 
 impl LineChunks {
-    /// Add `line`; the chunk to write first when it does not fit with the lines gathered.
-    fn push(&mut self, line: &str) -> Option<&str> {
+    /// Add `line`; the lines gathered before it, to write first, when it does not fit with them.
+    fn push(&mut self, line: &str) -> Option<String> {
         let full = !self.buf.is_empty() && self.buf.len() + line.len() + 1 > PIPE_BUF;
-        if full {
-            std::mem::swap(&mut self.buf, &mut self.full);
-            self.buf.clear();
-        }
+        let out = full.then(|| std::mem::take(&mut self.buf));
         self.buf.push_str(line);
         self.buf.push('\n');
-        full.then_some(self.full.as_str())
+        out
     }
 
     /// The lines gathered and not yet handed out.
-    fn rest(&self) -> &str {
-        self.buf.as_str()
+    fn rest(self) -> String {
+        self.buf
     }
 }
 
@@ -451,11 +449,11 @@ fn read_jsonl_line(r: &mut impl BufRead) -> std::io::Result<Option<Result<String
 
 fn result_line(format: Format, line_no: usize, outcome: Result<LearnResult, KbError>) -> String {
     match (format, outcome) {
-        (Format::Json, Ok(r)) => serde_json::to_string(&r).expect("result types serialise"),
+        (Format::Json, Ok(r)) => json_text(&r, false),
         (Format::Json, Err(e)) => {
             let mut v = error_json(&e);
             v["line"] = line_no.into();
-            v.to_string()
+            json_text(&v, false)
         }
         (Format::Text, Ok(r)) => format!("{line_no}: {}", result_text(&r)),
         (Format::Text, Err(e)) => format!("{line_no}: error: {e}"),
@@ -478,11 +476,9 @@ mod tests {
         let mut chunks = LineChunks::default();
         let mut written = Vec::new();
         for line in &lines {
-            if let Some(chunk) = chunks.push(line) {
-                written.push(chunk.to_string());
-            }
+            written.extend(chunks.push(line));
         }
-        written.push(chunks.rest().to_string());
+        written.push(chunks.rest());
         assert!(written.len() > 10, "several chunks: {}", written.len());
         for chunk in &written {
             assert!(chunk.ends_with('\n'), "a chunk ends with a whole line");

@@ -53,13 +53,17 @@ pub fn report_error(format: Format, e: &KbError) -> i32 {
 }
 
 pub fn print_json<T: Serialize>(value: &T, pretty: bool) {
-    let text = if pretty {
+    print_text(&json_text(value, pretty));
+}
+
+/// `value` as JSON text, as `print_json` prints it (for output gathered before it is printed).
+pub fn json_text<T: Serialize>(value: &T, pretty: bool) -> String {
+    if pretty {
         serde_json::to_string_pretty(value)
     } else {
         serde_json::to_string(value)
     }
-    .expect("result types serialise");
-    print_text(&text);
+    .expect("result types serialise")
 }
 
 pub fn print_text(text: &str) {

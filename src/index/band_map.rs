@@ -241,7 +241,7 @@ impl Run {
     }
 
     fn get(&self, i: usize) -> (u32, u32) {
-        self.chunks[i / RUN_CHUNK][i % RUN_CHUNK]
+        *self.pair(i)
     }
 
     fn set(&mut self, i: usize, pair: (u32, u32)) {
@@ -249,7 +249,7 @@ impl Run {
     }
 
     fn value(&self, i: usize) -> &u32 {
-        &self.chunks[i / RUN_CHUNK][i % RUN_CHUNK].1
+        &self.pair(i).1
     }
 
     fn pair(&self, i: usize) -> &(u32, u32) {

@@ -884,6 +884,14 @@ mod tests {
         want
     }
 
+    /// The index holds each of `want` once, and a search finds the section learned again once.
+    fn assert_indexed_once(kb: &crate::Kb, want: &[u64]) {
+        assert_eq!(indexed_once(kb), want);
+        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
+        assert_eq!(hits.items.len(), 1);
+        assert!(kb.check().unwrap().ok);
+    }
+
     /// A catch-up step reads the sections it touched from the newest snapshot, which may hold
     /// changes after the step's last row (a step reads at most `CHANGES_PER_STEP` rows). A
     /// section removed before that row and learned again after it is indexed by the first step
@@ -894,10 +902,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (kb, _) = crate::Kb::open_or_create(tmp.path()).unwrap();
         let want = removed_then_learned_again_past_a_step(&kb);
-        assert_eq!(indexed_once(&kb), want);
-        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
-        assert_eq!(hits.items.len(), 1);
-        assert!(kb.check().unwrap().ok);
+        assert_indexed_once(&kb, &want);
     }
 
     /// The same across a reopen: a step cut short indexed a section ahead and was committed,
@@ -919,10 +924,7 @@ mod tests {
         }
         drop(kb);
         let kb = crate::Kb::open(tmp.path()).unwrap();
-        assert_eq!(indexed_once(&kb), want);
-        let hits = kb.search(&crate::SearchRequest::new("alpha")).unwrap();
-        assert_eq!(hits.items.len(), 1);
-        assert!(kb.check().unwrap().ok);
+        assert_indexed_once(&kb, &want);
     }
 
     /// A document taking or giving up a section changes nothing in the index (it holds nothing
