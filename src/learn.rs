@@ -139,7 +139,11 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
     let digest = kbid::sha256(&bytes);
     let bands = shingles_and_bands(&section_type, &bytes);
     let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
-    let compressed = crate::store::content_codec::compress(&section_type, &bytes);
+    let compressed = crate::store::content_codec::compress(
+        &section_type,
+        &bytes,
+        crate::store::content_codec::preparing_dictionary(),
+    );
     Ok(Prepared {
         kbid: kbid::encode_kbid(&digest),
         checksum: kbid::hex(&digest),
@@ -310,7 +314,8 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_add(&p.kbid, keys);
             }
-            let content_seq = t.put_content(&p.bytes, p.compressed.as_deref())?;
+            let content_seq =
+                t.put_prepared_content(&p.section_type, &p.bytes, p.compressed.as_deref())?;
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
                 title: p.title.clone(),
@@ -656,8 +661,7 @@ pub(crate) fn insert_stored(
     }
     let markers = crate::references::markers_of(&rec.section_type, bytes, base);
     crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, kbid, &markers)?;
-    let compressed = crate::store::content_codec::compress(&rec.section_type, bytes);
-    rec.content_seq = t.put_content(bytes, compressed.as_deref())?;
+    rec.content_seq = t.put_content(&rec.section_type, bytes)?;
     t.put_section(kbid, &rec)?;
     t.log(ChangeKind::SectionAdded, kbid)?;
     Ok(true)

@@ -1930,3 +1930,163 @@ fn a_learn_stream_whose_daemon_stops_answering_fails_that_batch_and_goes_on_once
     assert_eq!(child.wait().unwrap().code(), Some(6), "one line failed");
     assert_eq!(daemon_pid(&db), Some(pid), "the same daemon serves on");
 }
+
+/// `n` distinct sections of generated prose (seeded), as `learn --jsonl` lines: words drawn from
+/// a small vocabulary, so that they share what a content dictionary learns.
+fn prose_lines(n: usize, seed: u64) -> Vec<(String, String)> {
+    const WORDS: &[&str] = &[
+        "the",
+        "index",
+        "writer",
+        "commits",
+        "each",
+        "group",
+        "of",
+        "sections",
+        "with",
+        "one",
+        "journal",
+        "append",
+        "and",
+        "a",
+        "durable",
+        "checkpoint",
+        "every",
+        "second",
+        "reads",
+        "see",
+        "only",
+        "what",
+        "is",
+        "on",
+        "disk",
+        "search",
+        "ranks",
+        "documents",
+        "by",
+        "their",
+        "terms",
+        "near",
+        "duplicate",
+        "bands",
+        "compare",
+        "shingles",
+        "before",
+        "storing",
+        "content",
+        "under",
+        "its",
+        "kbid",
+        "which",
+        "names",
+        "the",
+        "bytes",
+        "themselves",
+    ];
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..n)
+        .map(|i| {
+            let mut text = format!("## Section {i}\n\n");
+            for s in 0..6 + next() % 6 {
+                for w in 0..8 + next() % 8 {
+                    if w > 0 {
+                        text.push(' ');
+                    }
+                    text.push_str(WORDS[(next() % WORDS.len() as u64) as usize]);
+                }
+                text.push_str(if s % 3 == 2 { ".\n\n" } else { ". " });
+            }
+            let text = text.trim_end().to_string();
+            let line = json!({"content": text, "docid": format!("prose/{}", i / 40)}).to_string();
+            (line, text)
+        })
+        .collect()
+}
+
+/// Learn `lines` through `kbdb learn --jsonl` (through the daemon unless `embedded`); the
+/// kbid of each, in order.
+fn learn_lines(db: &TestDb, embedded: bool, lines: &[(String, String)]) -> Vec<String> {
+    let mut child = db.spawn_learn_jsonl(embedded);
+    let mut stdin = child.stdin.take().unwrap();
+    let input: String = lines.iter().map(|(l, _)| format!("{l}\n")).collect();
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()).unwrap());
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let kbids: Vec<String> = out
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(&l.unwrap()).unwrap();
+            v["kbid"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{v}"))
+                .to_string()
+        })
+        .collect();
+    writer.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(kbids.len(), lines.len());
+    kbids
+}
+
+#[test]
+fn content_compressed_with_the_trained_dictionary_survives_a_killed_daemon() {
+    let db = TestDb::new();
+    db.learn(&["a first fact, before any dictionary"]);
+    assert_eq!(db.status()["content_dictionary"], Value::Null);
+    let pid = daemon_pid(&db).expect("a daemon runs");
+    // Enough sections for the database to train its content dictionary.
+    let first = prose_lines(4_200, 7);
+    let kbids = learn_lines(&db, false, &first);
+    let id = db.status()["content_dictionary"].clone();
+    assert!(id.as_u64().is_some(), "a dictionary was trained: {id}");
+    // Written after it, through the journal (compressed with it), then the daemon dies.
+    let later = prose_lines(4_300, 11).split_off(4_200);
+    let later_kbids = learn_lines(&db, false, &later);
+    assert!(journal_bytes(&db) > 0, "the last writes are in the journal");
+    signal(pid, libc::SIGKILL);
+    wait_gone(pid);
+    // A new daemon opens the database (replaying the journal) and reads every content back
+    // exactly, from both sides of the training.
+    let retrieve = |kbid: &str| -> String {
+        let v = db.json(&["retrieve", "--kbid", kbid]);
+        v[0]["content"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"))
+            .to_string()
+    };
+    for i in [0, 1, 2_000, 4_199] {
+        assert_eq!(
+            retrieve(&kbids[i]),
+            first[i].1,
+            "section {i} learned before"
+        );
+    }
+    for i in [0, 50, 99] {
+        assert_eq!(
+            retrieve(&later_kbids[i]),
+            later[i].1,
+            "section {i} learned after"
+        );
+    }
+    let status = db.status();
+    assert_eq!(
+        status["content_dictionary"], id,
+        "the same dictionary, from the store"
+    );
+    assert_eq!(status["sections"], 1 + 4_200 + 100);
+    let check = db.json(&["check"]);
+    assert_eq!(check["ok"], true, "{check}");
+    // The same content learned again is known, not stored twice.
+    let again = learn_lines(&db, false, &later[..10]);
+    assert_eq!(again, later_kbids[..10]);
+    assert_eq!(db.status()["sections"], 1 + 4_200 + 100);
+    // And a process of its own reads it too.
+    db.stop_daemon();
+    let v = db.json(&["--embedded", "retrieve", "--kbid", &later_kbids[7]]);
+    assert_eq!(v[0]["content"].as_str(), Some(later[7].1.as_str()));
+}

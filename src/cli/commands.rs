@@ -196,13 +196,16 @@ pub fn dispatch(cli: Cli) -> i32 {
             match format {
                 Format::Json => print_json(&s, true),
                 Format::Text => print_text(&format!(
-                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}\nstore:     {} bytes\nindex:     {} bytes, {} section(s), {} change(s) pending\nvectors:   {}",
+                    "database:  {}\nsections:  {}\ndocuments: {}\nschema:    v{}\nchanges:   {}\nstore:     {} bytes{}\nindex:     {} bytes, {} section(s), {} change(s) pending\nvectors:   {}",
                     s.context_path,
                     s.sections,
                     s.documents,
                     s.schema_version,
                     s.last_change_seq,
                     s.database_bytes,
+                    s.content_dictionary
+                        .map(|id| format!(", content dictionary {id}"))
+                        .unwrap_or_default(),
                     s.index_bytes,
                     s.cache_stats.index_count,
                     s.index_pending_changes,

@@ -14,6 +14,7 @@
 //! | `skills.rs` | skills and agents |
 
 mod collections;
+mod dictionary;
 mod maintain;
 mod read;
 mod search;
@@ -65,6 +66,11 @@ pub struct Kb {
     /// The write journal of group commits (the daemon's; None: every write commits durably in
     /// redb). src/store/journal.rs.
     journal: Mutex<Option<JournalState>>,
+    /// The database's content dictionary, once it has one (src/kb/dictionary.rs).
+    content_dictionary: std::sync::OnceLock<&'static store::content_codec::Dictionary>,
+    /// The number of stored contents at the last training that found nothing to train on (the
+    /// next try waits until there are twice as many).
+    dictionary_tried_at: AtomicU64,
 }
 
 impl Kb {
@@ -129,6 +135,10 @@ impl Kb {
         store::check_folder(&dir)?;
         let config = Config::load(&dir)?;
         let store = store::Store::open(&dir, plan.clone())?;
+        let content_dictionary = std::sync::OnceLock::new();
+        if let Some(d) = dictionary::stored(&*store.read()?)? {
+            let _ = content_dictionary.set(d);
+        }
         let lexical = Mutex::new(LexicalIndex::open_with(
             &dir,
             &*store.read()?,
@@ -147,6 +157,8 @@ impl Kb {
                 vectors: Default::default(),
                 collection: Default::default(),
                 journal: Mutex::new(None),
+                content_dictionary,
+                dictionary_tried_at: AtomicU64::new(0),
             },
             !existed,
         ))

@@ -309,6 +309,7 @@ impl Kb {
             index_bytes: folder_bytes(&index_path),
             index_applied_seq,
             index_pending_changes: last_change_seq.saturating_sub(index_applied_seq),
+            content_dictionary: self.content_dictionary().map(|d| d.id),
             vectors: self.vector_status()?,
         })
     }

@@ -205,7 +205,9 @@ impl Kb {
 
     /// `prepare_write`, with the near-duplicate scan left to the writer unless `scan`.
     fn prepare_write_scanning(&self, op: WriteOp, scan: bool) -> Result<PreparedWrite> {
-        let mut op = writes::prepare(op, &self.config.limits)?;
+        let mut op = store::content_codec::preparing_with(self.content_dictionary(), || {
+            writes::prepare(op, &self.config.limits)
+        })?;
         if let writes::PreparedOp::Learn(p) = &mut op
             && scan
         {
@@ -293,10 +295,11 @@ impl Kb {
                 .flatten()
                 .all(|PreparedWrite(op)| op.journaled());
         let txn = self.begin_write()?;
-        let (changes, record) = {
+        let (changes, record, contents) = {
             let mut t = WriteTables::open_logging(&txn, now(), journaled)?;
             t.indexes = turn.get();
             t.shingle_cache = Some(&self.shingles);
+            t.dictionary = self.content_dictionary();
             loop {
                 for p in batch {
                     out.push(match p {
@@ -315,11 +318,15 @@ impl Kb {
             } else {
                 None
             };
-            (t.take_index_changes(), record)
+            (t.take_index_changes(), record, t.last_content_seq())
         };
         if out.iter().flatten().any(|o| o.changed_something()) {
             store::durability::commit_group(journal.as_mut(), txn, record)?;
             turn.apply(&changes);
+            drop(journal);
+            if let Some(contents) = contents {
+                self.train_content_dictionary_if_due(contents);
+            }
         } else {
             txn.abort()?;
         }

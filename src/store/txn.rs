@@ -32,6 +32,9 @@ pub struct WriteTables<'t> {
     source_keys: crate::index::source_keys::PendingSourceKeys,
     /// Shingle sets of recent sections, for the exact check of near-duplicate candidates.
     pub shingle_cache: Option<&'t crate::index::near_dup::ShingleCache>,
+    /// The database's content dictionary, which new content is compressed with (None: it has
+    /// none yet; src/kb/dictionary.rs).
+    pub dictionary: Option<&'static super::content_codec::Dictionary>,
     /// Band index changes of this transaction, applied to the index once it commits (pushed by
     /// `band_add` / `band_remove`).
     pub band_changes: Vec<crate::index::near_dup::BandChange>,
@@ -122,6 +125,7 @@ impl<'t> WriteTables<'t> {
             indexes: None,
             source_keys: Default::default(),
             shingle_cache: None,
+            dictionary: None,
             band_changes: Vec::new(),
             bands_removed: Default::default(),
             pending_bands: Default::default(),
@@ -237,17 +241,43 @@ impl<'t> WriteTables<'t> {
         record_content(&*self.content, rec)
     }
 
-    /// Store content under the next content sequence, which it returns (for the record's
-    /// `content_seq`; the record's `size` must be `content.len()`, which tells how the row
-    /// reads): `compressed`, `content_codec::compress`'s row, when there is one.
-    pub fn put_content(&mut self, content: &[u8], compressed: Option<&[u8]>) -> Result<u64> {
+    /// Store content of `section_type` under the next content sequence, which it returns (for
+    /// the record's `content_seq`; the record's `size` must be `content.len()`, which tells how
+    /// the row reads): compressed with the database's dictionary when that is shorter
+    /// (src/store/content_codec.rs).
+    pub fn put_content(&mut self, section_type: &str, content: &[u8]) -> Result<u64> {
+        let row = super::content_codec::compress(section_type, content, self.dictionary);
+        self.insert_content(row.as_deref().unwrap_or(content))
+    }
+
+    /// `put_content` with the row its preparation compressed (`compressed`, None: as is), which
+    /// is stored unless it was made without the dictionary the database has since got.
+    pub fn put_prepared_content(
+        &mut self,
+        section_type: &str,
+        content: &[u8],
+        compressed: Option<&[u8]>,
+    ) -> Result<u64> {
+        if super::content_codec::made_with(compressed, content.len(), self.dictionary) {
+            self.insert_content(compressed.unwrap_or(content))
+        } else {
+            self.put_content(section_type, content)
+        }
+    }
+
+    fn insert_content(&mut self, row: &[u8]) -> Result<u64> {
         let seq = match self.next_content_seq {
             Some(seq) => seq,
             None => self.content.last()?.map_or(1, |(k, _)| k.value() + 1),
         };
-        self.content.insert(seq, compressed.unwrap_or(content))?;
+        self.content.insert(seq, row)?;
         self.next_content_seq = Some(seq + 1);
         Ok(seq)
+    }
+
+    /// The sequence of the last content this transaction stored (None: it stored none).
+    pub fn last_content_seq(&self) -> Option<u64> {
+        self.next_content_seq.map(|next| next - 1)
     }
 
     /// Remove the content a section record names.

@@ -169,6 +169,10 @@ pub struct Status {
     /// next search (or open).
     pub index_applied_seq: u64,
     pub index_pending_changes: u64,
+    /// The id of the dictionary content is compressed with (null: none trained yet; a
+    /// database trains one once it holds a few thousand sections, docs/storage.md).
+    #[serde(default)]
+    pub content_dictionary: Option<u32>,
     /// Embeddings: provider, model, counts and freshness (docs/vectors.md).
     pub vectors: VectorStatus,
 }

@@ -2,6 +2,7 @@
 //! the helpers here serve more than one of them.
 
 mod browse;
+mod dictionary;
 mod durability;
 mod migrations;
 mod reads;

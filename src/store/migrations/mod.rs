@@ -23,6 +23,7 @@ mod m0017_compact_records;
 mod m0018_section_docs_changes;
 mod m0019_manifests_hold_doc_sections;
 mod m0020_checksums_after_kbid;
+mod m0021_content_dictionary;
 
 use redb::WriteTransaction;
 
@@ -134,5 +135,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 20,
         name: "checksums_after_kbid",
         apply: m0020_checksums_after_kbid::apply,
+    },
+    Migration {
+        version: 21,
+        name: "content_dictionary",
+        apply: m0021_content_dictionary::apply,
     },
 ];
