@@ -73,3 +73,60 @@ fn sigkill_mid_stream_loses_no_acknowledged_section() {
     }
     assert!(total_acked >= 468);
 }
+
+/// The journal file's length (0 when missing).
+fn journal_len(db: &TestDb) -> u64 {
+    std::fs::metadata(db.path().join("kbdb.journal")).map_or(0, |m| m.len())
+}
+
+#[test]
+fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_after_a_kill() {
+    let db = TestDb::new();
+    let mut child = db.spawn_jsonl();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = Vec::new();
+    // One line at a time, each awaited: one write group each, as a durable writer sends them.
+    for i in 0..12 {
+        let line = serde_json::json!({"content": content(9, i), "docid": "slow/doc"});
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        acked.push(v["kbid"].as_str().unwrap().to_string());
+    }
+    assert!(
+        journal_len(&db) > 0,
+        "the groups after the first went through the journal"
+    );
+    child.kill().unwrap(); // SIGKILL: the last groups are in the journal only
+    child.wait().unwrap();
+    let kb = kbdb::Kb::open(db.path()).expect("reopens, replaying the journal");
+    let refs: Vec<&str> = acked.iter().map(String::as_str).collect();
+    let sections = kb.read_sections(&refs).expect("every acknowledged section");
+    for (i, s) in sections.iter().enumerate() {
+        assert_eq!(s.content, content(9, i));
+    }
+    assert_eq!(kb.retrieve_document("slow/doc").unwrap().kbids, acked);
+    assert!(kb.check().unwrap().ok);
+    drop(kb);
+
+    // A stream that ends makes its writes durable in the database and empties the journal.
+    let mut child = db.spawn_jsonl();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for i in 12..16 {
+        let line = serde_json::json!({"content": content(9, i), "docid": "slow/doc"});
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        assert!(lines.next().unwrap().is_ok());
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        journal_len(&db),
+        0,
+        "a finished stream leaves nothing to replay"
+    );
+    let kb = kbdb::Kb::open(db.path()).unwrap();
+    assert_eq!(kb.retrieve_document("slow/doc").unwrap().kbids.len(), 16);
+}

@@ -44,6 +44,14 @@ impl Kb {
         batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
         mut done: impl FnMut(Result<Vec<Result<LearnResult>>>) + Send,
     ) {
+        self.journaling(|| self.learn_stream_journaled(batches, &mut done))
+    }
+
+    fn learn_stream_journaled(
+        &self,
+        batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
+        done: &mut (impl FnMut(Result<Vec<Result<LearnResult>>>) + Send),
+    ) {
         std::thread::scope(|s| {
             // Results are handed on (printed, by the CLI) on a thread of their own, off the
             // writer's: formatting a batch's 1,024 lines took ~5 % of its time. Two batches
@@ -89,6 +97,10 @@ impl Kb {
     /// thread of its own: a folder sync reads and prepares its next batch meanwhile. The index
     /// has caught up when this returns.
     pub fn with_index_behind<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
+        self.journaling(|| self.with_index_behind_journaled(work))
+    }
+
+    fn with_index_behind_journaled<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
         std::thread::scope(|s| {
             let index = IndexBehind::start(self, s);
             let write = |ops: Vec<WriteOp>| {
@@ -289,7 +301,10 @@ impl Kb {
         // Engine writes (imports, gc…) commit durably in redb: logging a bulk import for the
         // journal would hold a second copy of every change in memory. They are never joined by
         // other batches (only the daemon's grouped writes are), so the first batch decides.
-        let journaled = journal.as_ref().is_some_and(|j| !j.checkpoint_due())
+        // So do a stream's bulk batches (`JournalState::max_batch`).
+        let journaled = journal
+            .as_ref()
+            .is_some_and(|j| !j.checkpoint_due() && j.max_batch.is_none_or(|m| batch.len() <= m))
             && batch
                 .iter()
                 .flatten()
@@ -469,9 +484,16 @@ impl Kb {
     /// fsync per group; redb made durable every `daemon.journal_checkpoint_ms`).
     /// src/store/journal.rs.
     pub fn enable_journal(&self) -> Result<()> {
+        self.start_journal(None)
+    }
+
+    /// `enable_journal`, with groups whose first batch holds more than `max_batch` writes
+    /// committed durably in redb instead (None: every group is journaled).
+    fn start_journal(&self, max_batch: Option<usize>) -> Result<()> {
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(JournalState {
+                max_batch,
                 journal: store::journal::Journal::open(&self.dir, self.plan.clone())?,
                 last_durable: Instant::now(),
                 every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
@@ -519,6 +541,43 @@ impl Kb {
         }
         self.store.shut();
         journal
+    }
+
+    /// Run `writes` — a stream of write groups, each acknowledged once durable — with the write
+    /// journal on (unless `daemon.journal = false`, or it is on already, as in the daemon): one
+    /// sequential fsync of the journal per group instead of a durable redb commit, which writes
+    /// every page the group changed where it lies. Then a checkpoint makes them durable in redb
+    /// and empties the journal, and later writes commit durably in redb again. A process killed
+    /// meanwhile leaves the journal, which the next open replays (docs/storage.md).
+    pub(super) fn journaling<T>(&self, writes: impl FnOnce() -> T) -> T {
+        let started = self.config.daemon.journal
+            && self
+                .journal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_none()
+            && match self.start_journal(Some(store::durability::STREAM_MAX_JOURNALED_BATCH)) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!("writing without the journal: {e}");
+                    false
+                }
+            };
+        let out = writes();
+        if started {
+            match self.checkpoint_journal() {
+                Ok(()) => {
+                    self.journal
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .take();
+                }
+                // The journal stays on; the next checkpoint (at the latest when the database
+                // is closed) or the next open's replay makes its writes durable in redb.
+                Err(e) => tracing::warn!("journal checkpoint after a stream of writes failed: {e}"),
+            }
+        }
+        out
     }
 
     /// Make every journaled write durable in redb and empty the journal (a clean stop leaves

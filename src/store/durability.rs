@@ -16,7 +16,17 @@ use crate::error::Result;
 /// the replay after a crash.
 pub(crate) const JOURNAL_CHECKPOINT_BYTES: u64 = 64 << 20;
 
+/// Writes in a group's first batch past which a stream of writes in an embedded process
+/// (`Kb::journaling`) commits the group durably in redb instead of through the journal: a bulk
+/// batch changes so many pages that a durable commit of its own costs little more than its
+/// fsync, and recording every change for the journal cost a 100k-section load ~4 % more CPU.
+/// The daemon journals every group: there a bulk client's batch that commits durably in redb
+/// holds the writer, which its other clients share, for longer (docs/decisions.md).
+pub(crate) const STREAM_MAX_JOURNALED_BATCH: usize = 256;
+
 pub(crate) struct JournalState {
+    /// Groups whose first batch holds more writes commit durably in redb (None: none do).
+    pub(crate) max_batch: Option<usize>,
     pub(crate) journal: journal::Journal,
     pub(crate) last_durable: Instant,
     /// `daemon.journal_checkpoint_ms`.
