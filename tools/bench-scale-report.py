@@ -54,7 +54,7 @@ def main():
         cols.append((s, {k: j(k) for k in ("meta", "fts5", "fts5-proc", "learn", "learn-proc", "open-proc",
                                            "status", "daemon", "latency", "sync-proc", "sync", "sync-report",
                                            "learn-daemon", "learn-daemon-proc",
-                                           "durable1", "durable8")}))
+                                           "durable1", "durable8", "durable-embedded")}))
     rows = []
 
     def row(label, fn):
@@ -139,11 +139,16 @@ def main():
         row("durable kbdb 8 writers sections/s (p50 / p99 ms)",
             lambda c: "–" if not c["durable8"] else "%s (%s / %s)" % (f(kv(c, "durable8", "sections_per_s"), 0),
                                                                      f(kv(c, "durable8", "write_ms", "p50"), 2), f(kv(c, "durable8", "write_ms", "p99"), 2)))
+        row("durable kbdb 1 writer `--embedded` sections/s (p50 / p99 ms)",
+            lambda c: "–" if not c["durable-embedded"] else "%s (%s / %s)" % (f(kv(c, "durable-embedded", "sections_per_s"), 0),
+                                                                             f(kv(c, "durable-embedded", "write_ms", "p50"), 2), f(kv(c, "durable-embedded", "write_ms", "p99"), 2)))
         row("durable FTS5 `synchronous=FULL` sections/s (commit p50 / p99 ms)",
             lambda c: "–" if not c["durable1"] else "%s (%s / %s)" % (f(kv(c, "fts5", "ingest_durable", "sections_per_s"), 0),
                                                                      f(kv(c, "fts5", "ingest_durable", "commit_ms", "p50"), 2), f(kv(c, "fts5", "ingest_durable", "commit_ms", "p99"), 2)))
         row("durable kbdb 1 writer / FTS5 (target ≥ 1×)",
             lambda c: "–" if not c["durable1"] else ratio(kv(c, "durable1", "sections_per_s"), kv(c, "fts5", "ingest_durable", "sections_per_s")))
+        row("durable kbdb 1 writer `--embedded` / FTS5",
+            lambda c: "–" if not c["durable-embedded"] else ratio(kv(c, "durable-embedded", "sections_per_s"), kv(c, "fts5", "ingest_durable", "sections_per_s")))
         row("durable kbdb 8 writers / FTS5 1 writer (target ≥ 2×)",
             lambda c: "–" if not c["durable8"] else ratio(kv(c, "durable8", "sections_per_s"), kv(c, "fts5", "ingest_durable", "sections_per_s")))
         row("FTS5 fdatasync probe p50 ms", lambda c: f(kv(c, "fts5", "fdatasync_ms", "p50"), 3))

@@ -22,7 +22,8 @@
 #      client starts (the path without --embedded; the client's wall time and RSS);
 #   6. with --durable N (default 10000 at the smallest size only, 0 = off): one acknowledged
 #      write at a time through the daemon (1 writer, N lines) and 8 concurrent writers
-#      (N lines in all), into a fresh database (tools/bench_scale_drive.py durable);
+#      (N lines in all), then 1 writer in a process of its own (`--embedded`, N lines), each
+#      into a fresh database (tools/bench_scale_drive.py durable);
 #   each timed write step starts after `sync` and a second's pause (the previous step's
 #   writeback out of the way); then the databases of that size are deleted (unless --keep).
 # tools/bench-scale-report.py prints the Markdown table (kbdb, FTS5, kbdb/FTS5 per size).
@@ -212,13 +213,15 @@ PY
   # 6. durable writes through the daemon
   if (( dur > 0 )); then
     settle
-    log "s$n: durable ingest, 1 writer then 8 writers ($dur lines each run)"
+    log "s$n: durable ingest, 1 writer then 8 writers then 1 embedded writer ($dur lines each run)"
     python3 "$ROOT/tools/bench_scale_drive.py" durable "$BIN" "$W/dur1" "$C/learn.jsonl" --writers 1 --lines "$dur" > "$P/durable1.json"
     "$BIN" --db "$W/dur1" daemon stop > /dev/null 2>&1 || true
     python3 "$ROOT/tools/bench_scale_drive.py" durable "$BIN" "$W/dur8" "$C/learn.jsonl" --writers 8 --lines "$dur" > "$P/durable8.json"
     "$BIN" --db "$W/dur8" daemon stop > /dev/null 2>&1 || true
-    cat "$P/durable1.json" "$P/durable8.json" >&2
-    rm -rf "$W/dur1" "$W/dur8"
+    "$BIN" --db "$W/dure" init > /dev/null
+    python3 "$ROOT/tools/bench_scale_drive.py" durable "$BIN" "$W/dure" "$C/learn.jsonl" --writers 1 --lines "$dur" --embedded > "$P/durable-embedded.json"
+    cat "$P/durable1.json" "$P/durable8.json" "$P/durable-embedded.json" >&2
+    rm -rf "$W/dur1" "$W/dur8" "$W/dure"
   fi
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["loadavg_end"]=sys.argv[2]; json.dump(m, open(sys.argv[1],"w"))' "$P/meta.json" "$(loadavg)"
   [[ $KEEP == 1 ]] || rm -rf "$DB"

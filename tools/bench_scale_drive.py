@@ -5,11 +5,12 @@
       Warm query latency through the daemon, end to end through the CLI: one
       `KBDB --db DB search TEXT --limit K --format json` process per query, 1 warm-up pass then
       REPEAT timed passes (wall time per process, start-up included), p50/p99/mean ms.
-  bench_scale_drive.py durable KBDB DB LEARN_JSONL --writers W --lines N [--offset O]
+  bench_scale_drive.py durable KBDB DB LEARN_JSONL --writers W --lines N [--offset O] [--embedded]
       Durable ingest through the daemon: W concurrent `KBDB --db DB learn --jsonl` processes,
       each writing its share of N lines ONE AT A TIME (write a line, wait for its result line,
       which kbdb prints only once the write is durable, then the next), from line O of
-      LEARN_JSONL. Sections/s and per-write p50/p99 ms.
+      LEARN_JSONL. Sections/s and per-write p50/p99 ms. --embedded: the one writer opens the
+      database itself (`KBDB --embedded …`) instead of going through the daemon.
   bench_scale_drive.py rss PID
       VmRSS and VmHWM (peak) of a process, in MB.
 """
@@ -65,6 +66,9 @@ def durable(argv):
     w = int(argv[argv.index("--writers") + 1])
     n = int(argv[argv.index("--lines") + 1])
     off = int(argv[argv.index("--offset") + 1]) if "--offset" in argv else 0
+    # --embedded: each writer opens the database in its own process (one writer only: the
+    # database admits one process at a time).
+    embedded = ["--embedded"] if "--embedded" in argv else []
     lines = []
     with open(path, encoding="utf-8") as f:
         for i, l in enumerate(f):
@@ -79,7 +83,7 @@ def durable(argv):
     rcs = [None] * w
 
     def writer(i):
-        p = subprocess.Popen([kbdb, "--db", db, "--format", "json", "learn", "--jsonl"],
+        p = subprocess.Popen([kbdb, "--db", db, "--format", "json"] + embedded + ["learn", "--jsonl"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         for j, l in enumerate(shares[i]):
             t = time.perf_counter()
