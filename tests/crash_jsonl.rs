@@ -101,6 +101,11 @@ fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_a
     child.kill().unwrap(); // SIGKILL: the last groups are in the journal only
     child.wait().unwrap();
     let kb = kbdb::Kb::open(db.path()).expect("reopens, replaying the journal");
+    assert_eq!(
+        journal_len(&db),
+        0,
+        "once replayed, the journal holds nothing the database lacks"
+    );
     let refs: Vec<&str> = acked.iter().map(String::as_str).collect();
     let sections = kb.read_sections(&refs).expect("every acknowledged section");
     for (i, s) in sections.iter().enumerate() {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::TestDb;
 use common::daemon::{Raw, alive, signal};
+use redb::ReadableTable;
 use serde_json::{Value, json};
 
 fn socket_path(db: &TestDb) -> PathBuf {
@@ -2089,4 +2090,70 @@ fn content_compressed_with_the_trained_dictionary_survives_a_killed_daemon() {
     db.stop_daemon();
     let v = db.json(&["--embedded", "retrieve", "--kbid", &later_kbids[7]]);
     assert_eq!(v[0]["content"].as_str(), Some(later[7].1.as_str()));
+}
+
+#[test]
+fn a_damaged_content_dictionary_leaves_the_database_open_and_names_the_sections_it_holds() {
+    let db = TestDb::new();
+    let lines = prose_lines(4_200, 3);
+    let kbids = learn_lines(&db, true, &lines);
+    assert!(db.json(&["--embedded", "status"])["content_dictionary"].is_u64());
+    // Learned once it has the dictionary: compressed with it.
+    let later = prose_lines(4_300, 3).split_off(4_200);
+    let later_kbids = learn_lines(&db, true, &later);
+    // One byte of the stored dictionary changed.
+    {
+        let redb_file = redb::Database::create(db.path().join("kbdb.redb")).unwrap();
+        let txn = redb_file.begin_write().unwrap();
+        {
+            let meta_def: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+            let mut meta = txn.open_table(meta_def).unwrap();
+            let mut bytes = meta
+                .get("content_dictionary")
+                .unwrap()
+                .unwrap()
+                .value()
+                .to_vec();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0x55;
+            meta.insert("content_dictionary", bytes.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    // Each command is a process of its own, which knows no dictionary but the stored one.
+    assert_eq!(
+        db.json(&["--embedded", "status"])["content_dictionary"],
+        Value::Null
+    );
+    let retrieve = |kbid: &str| {
+        db.cmd()
+            .args(["--embedded", "--format", "json", "retrieve", "--kbid", kbid])
+            .output()
+            .unwrap()
+    };
+    // Stored before the dictionary: reads as ever.
+    let out = retrieve(&kbids[0]);
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["content"].as_str(), Some(lines[0].1.as_str()));
+    // Compressed with it: damage, named.
+    let damaged = &later_kbids[10];
+    let out = retrieve(damaged);
+    assert!(!out.status.success());
+    let error =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains(damaged.as_str()), "{error}");
+    let out = db
+        .cmd()
+        .args(["--embedded", "--format", "json", "check"])
+        .output()
+        .unwrap();
+    let check: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(check["ok"], false);
+    let named = check["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["entity"] == damaged.as_str());
+    assert!(named, "{check}");
 }

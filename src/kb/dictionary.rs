@@ -133,12 +133,21 @@ impl Kb {
     /// `train_content_dictionary` after a write group, when due: a failure is logged, never
     /// the group's.
     pub(super) fn train_content_dictionary_if_due(&self, stored: u64) {
-        if self.dictionary_due(stored)
-            && let Err(e) = self.train_content_dictionary()
-        {
-            self.dictionary_tried_at.store(stored, Ordering::Relaxed);
-            tracing::warn!("content dictionary not trained: {e}");
+        if !self.dictionary_due(stored) {
+            return;
         }
+        // The group is committed and its results not yet handed back: nothing here, not even
+        // a panic (a bug), may turn them into failures.
+        let trained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.train_content_dictionary()
+        }));
+        let why = match trained {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "internal error while training".to_string(),
+        };
+        self.dictionary_tried_at.store(stored, Ordering::Relaxed);
+        tracing::warn!("content dictionary not trained: {why}");
     }
 }
 

@@ -136,8 +136,14 @@ impl Kb {
         let config = Config::load(&dir)?;
         let store = store::Store::open(&dir, plan.clone())?;
         let content_dictionary = std::sync::OnceLock::new();
-        if let Some(d) = dictionary::stored(&*store.read()?)? {
-            let _ = content_dictionary.set(d);
+        match dictionary::stored(&*store.read()?) {
+            Ok(Some(d)) => {
+                let _ = content_dictionary.set(d);
+            }
+            Ok(None) => {}
+            // Degrade: content stored without it still reads, and what was compressed with it
+            // is reported as damaged by the reads and by `check`, section by section.
+            Err(e) => tracing::error!("the content dictionary is not used: {e}"),
         }
         let lexical = Mutex::new(LexicalIndex::open_with(
             &dir,

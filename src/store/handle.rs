@@ -532,7 +532,7 @@ fn open_writable_unguarded(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handl
         .map_err(|e| open_error(dir, &path, e))?;
     // The journal's writes were made on this schema: they go back before any migration.
     let schema = super::migrate::read_version(&redb::ReadableDatabase::begin_read(&db)?)?;
-    super::journal::replay(dir, &db, schema)?;
+    super::journal::replay(dir, &db, schema, true)?;
     super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
@@ -632,7 +632,7 @@ fn open_read_only_unguarded(dir: &Path) -> Result<Handle> {
         )));
     }
     // Acknowledged writes may still be only in the journal: replay them into the view's memory.
-    super::journal::replay(dir, &db, have)?;
+    super::journal::replay(dir, &db, have, false)?;
     view.sealed.store(true, Ordering::Release);
     Ok(Handle {
         db: Arc::new(db),

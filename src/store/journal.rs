@@ -523,10 +523,13 @@ fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 /// Replay the journal of `dir` into `db`: the records after the durable `journal_seq`, in one
-/// durable transaction. The file is left as it is: once that commit holds them, a later replay
-/// skips every record in it. Returns how many records were applied. A journal damaged before
-/// its tail (`plan_replay`) is refused with a `damaged` error, and a copy of it is kept.
-pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
+/// durable transaction. Once that commit holds them, every record in the file is in the
+/// database: with `empty`, the file is then emptied, so that the next opens have nothing to
+/// read; without (a read-only open, whose replay stays in memory), it is left as it is, and a
+/// later replay skips what the database holds. Returns how many records were applied. A
+/// journal damaged before its tail (`plan_replay`) is refused with a `damaged` error, and a
+/// copy of it is kept.
+pub fn replay(dir: &Path, db: &Database, schema: u32, empty: bool) -> Result<u64> {
     let path = dir.join(JOURNAL_FILE);
     let bytes = match read_journal(&path)? {
         Some(b) if !b.is_empty() => b,
@@ -570,6 +573,10 @@ pub fn replay(dir: &Path, db: &Database, schema: u32) -> Result<u64> {
         tracing::info!(records = applied, "replayed the write journal");
     } else {
         txn.abort()?;
+    }
+    if empty && let Err(e) = super::open_nofollow(&path, true).and_then(|f| f.set_len(0)) {
+        // Harmless: the next open reads the file again and skips every record.
+        tracing::warn!("cannot empty {} after its replay: {e}", path.display());
     }
     Ok(applied)
 }
@@ -810,7 +817,7 @@ mod tests {
         txn.open_table(META).unwrap();
         txn.commit().unwrap();
         for _ in 0..2 {
-            let e = replay(tmp.path(), &db, 11).unwrap_err();
+            let e = replay(tmp.path(), &db, 11, false).unwrap_err();
             assert_eq!(e.code(), "damaged");
             let msg = e.to_string();
             assert!(msg.contains("kbdb.journal is damaged"), "{msg}");
