@@ -528,14 +528,8 @@ impl Kb {
     /// then close the database so redb marks the file cleanly shut (the next open then needs no
     /// recovery walk). Later calls fail.
     pub fn close(&self) -> Result<()> {
-        let journal = self.checkpoint_journal();
-        if journal.is_ok() {
-            // Nothing left to make durable: dropping the `Kb` later has no journal to flush.
-            self.journal
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-        }
+        // Nothing left to make durable then: dropping the `Kb` later has no journal to flush.
+        let journal = self.checkpoint_journal_then(true);
         if let Ok(mut l) = self.lexical.lock() {
             let _ = l.commit();
         }
@@ -564,18 +558,10 @@ impl Kb {
                 }
             };
         let out = writes();
-        if started {
-            match self.checkpoint_journal() {
-                Ok(()) => {
-                    self.journal
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .take();
-                }
-                // The journal stays on; the next checkpoint (at the latest when the database
-                // is closed) or the next open's replay makes its writes durable in redb.
-                Err(e) => tracing::warn!("journal checkpoint after a stream of writes failed: {e}"),
-            }
+        if started && let Err(e) = self.checkpoint_journal_then(true) {
+            // The journal stays on; the next checkpoint (at the latest when the database is
+            // closed) or the next open's replay makes its writes durable in redb.
+            tracing::warn!("journal checkpoint after a stream of writes failed: {e}");
         }
         out
     }
@@ -583,6 +569,13 @@ impl Kb {
     /// Make every journaled write durable in redb and empty the journal (a clean stop leaves
     /// nothing to replay).
     pub fn checkpoint_journal(&self) -> Result<()> {
+        self.checkpoint_journal_then(false)
+    }
+
+    /// `checkpoint_journal`, and with `stop` the journal turned off, under one hold of its
+    /// lock: no group may slip into the journal between the checkpoint and the stop, where
+    /// nothing would make it durable in redb before the next open.
+    fn checkpoint_journal_then(&self, stop: bool) -> Result<()> {
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(j) = slot.as_mut() else {
             return Ok(());
@@ -592,6 +585,9 @@ impl Kb {
         txn.commit()?;
         j.after_durable();
         j.journal.truncate();
+        if stop {
+            slot.take();
+        }
         Ok(())
     }
 }
