@@ -6,7 +6,8 @@
 //! bytes, and compressing with it is faster than without.
 //!
 //! When: the first write group after which the database holds `TRAIN_AT` contents trains it,
-//! on the writer's thread, once (~0.1 s). A training that finds nothing to train on is tried
+//! on the writer's thread, once (~0.1 s); or an import that brings that many, before it is
+//! applied, on the import's own sections. A training that finds nothing to train on is tried
 //! again once the contents have doubled.
 
 use std::sync::PoisonError;
@@ -16,6 +17,7 @@ use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
 
 use super::Kb;
 use crate::error::{KbError, Result};
+use crate::snapshot::import::ReadySection;
 use crate::store::content_codec::{self, Dictionary};
 use crate::store::tables::META;
 use crate::store::txn::ReadTables;
@@ -83,9 +85,43 @@ impl Kb {
             .map_or(0, |(k, _)| k.value());
         let samples = samples(&ReadTables::open(&txn)?)?;
         drop(txn);
-        let Some(bytes) = content_codec::train(samples.iter().map(Vec::as_slice)) else {
+        let trained = self.store_trained(samples.iter().map(Vec::as_slice))?;
+        if trained.is_none() {
             self.dictionary_tried_at
                 .store(contents.max(1), Ordering::Relaxed);
+        }
+        Ok(trained)
+    }
+
+    /// Before an import (one transaction, which no dictionary would otherwise help): when the
+    /// database has none and the import brings at least `TRAIN_AT` text sections, train it on
+    /// those, so that the import's own content is compressed with it. A failure only logs: the
+    /// import goes on, and the database trains later.
+    pub(super) fn train_content_dictionary_for_import(&self, sections: &[ReadySection]) {
+        if self.content_dictionary().is_some() {
+            return;
+        }
+        let texts: Vec<&[u8]> = sections
+            .iter()
+            .filter(|s| !s.record.section_type.starts_with("image/"))
+            .map(|s| s.bytes.as_slice())
+            .collect();
+        if (texts.len() as u64) < TRAIN_AT {
+            return;
+        }
+        // Spread over the whole import (its order is the layout's, by kbid).
+        let step = texts.len().div_ceil(SAMPLES);
+        if let Err(e) = self.store_trained(texts.iter().step_by(step).copied()) {
+            tracing::warn!("content dictionary not trained before the import: {e}");
+        }
+    }
+
+    /// Train a dictionary on `samples` and store it (durably, before any content is
+    /// compressed with it), unless the database has one by then. The id of the database's
+    /// dictionary, or None when the samples give nothing to train on.
+    fn store_trained<'a>(&self, samples: impl Iterator<Item = &'a [u8]>) -> Result<Option<u32>> {
+        let samples: Vec<&[u8]> = samples.collect();
+        let Some(bytes) = content_codec::train(samples.iter().copied()) else {
             tracing::debug!(
                 samples = samples.len(),
                 "no content dictionary: nothing to train on"

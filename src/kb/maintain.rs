@@ -133,6 +133,7 @@ impl Kb {
             Some(_) => Some(self.pause_embedder()?),
             None => None,
         };
+        self.train_content_dictionary_for_import(&plan.sections);
         let imported_kbids: Vec<String> = plan.sections.iter().map(|s| s.kbid.clone()).collect();
         let writes = snapshot::import::ImportWrites {
             sections: plan.sections,

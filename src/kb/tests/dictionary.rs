@@ -94,3 +94,36 @@ fn a_database_with_nothing_to_train_on_goes_on_without_a_dictionary() {
     let (row, size) = row_of(&kb, &kbid);
     assert!(content_codec::made_with(Some(&row), size, None));
 }
+
+#[test]
+fn an_import_large_enough_is_compressed_with_a_dictionary_trained_on_it_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = Kb::open_or_create(tmp.path().join("source")).unwrap().0;
+    let texts = prose(TRAIN_AT as usize + 50, 41);
+    let kbids = learn_all(&source, &texts);
+    let export = tmp.path().join("export");
+    source
+        .export(&crate::snapshot::export::ExportOptions {
+            path: export.clone(),
+            with_indexes: false,
+            force: false,
+            confine_to: None,
+        })
+        .unwrap();
+    drop(source);
+    // One import transaction into an empty database: without a dictionary trained first, all
+    // of it would be stored without one.
+    let kb = Kb::open_or_create(tmp.path().join("copy")).unwrap().0;
+    kb.import(&export, true).unwrap();
+    let id = kb.status().unwrap().content_dictionary.expect("trained");
+    let d = content_codec::installed(id).unwrap();
+    for i in [0, TRAIN_AT as usize / 2, kbids.len() - 1] {
+        let (row, size) = row_of(&kb, &kbids[i]);
+        assert!(
+            content_codec::made_with(Some(&row), size, Some(d)),
+            "section {i}"
+        );
+        assert_eq!(read(&kb, &kbids[i]), texts[i]);
+    }
+    assert!(kb.check().unwrap().ok);
+}
