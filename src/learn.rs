@@ -21,6 +21,8 @@ pub(crate) struct Prepared {
     /// `bytes` compressed, when that is shorter (src/store/content_codec.rs): compressed here,
     /// outside the write transaction, like the rest.
     compressed: Option<Vec<u8>>,
+    /// The id of the content dictionary `compressed` was tried with (None: none).
+    compressed_with: Option<u32>,
     title: Option<String>,
     description: Option<String>,
     docid: Option<String>,
@@ -139,11 +141,8 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
     let digest = kbid::sha256(&bytes);
     let bands = shingles_and_bands(&section_type, &bytes);
     let markers = crate::references::markers_of(&section_type, &bytes, req.docid.as_deref());
-    let compressed = crate::store::content_codec::compress(
-        &section_type,
-        &bytes,
-        crate::store::content_codec::preparing_dictionary(),
-    );
+    let dictionary = crate::store::content_codec::preparing_dictionary();
+    let compressed = crate::store::content_codec::compress(&section_type, &bytes, dictionary);
     Ok(Prepared {
         kbid: kbid::encode_kbid(&digest),
         checksum: kbid::hex(&digest),
@@ -153,6 +152,7 @@ pub(crate) fn prepare(mut req: LearnRequest, limits: &Limits) -> Result<Prepared
         section_type,
         bytes,
         compressed,
+        compressed_with: dictionary.map(|d| d.id),
         title,
         description,
         docid: req.docid,
@@ -314,8 +314,12 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 t.pending_bands.add(&p.kbid, &keys);
                 t.band_add(&p.kbid, keys);
             }
-            let content_seq =
-                t.put_prepared_content(&p.section_type, &p.bytes, p.compressed.as_deref())?;
+            let content_seq = t.put_prepared_content(
+                &p.section_type,
+                &p.bytes,
+                p.compressed.as_deref(),
+                p.compressed_with,
+            )?;
             let rec = SectionRecord {
                 section_type: p.section_type.clone(),
                 title: p.title.clone(),

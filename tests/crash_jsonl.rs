@@ -79,6 +79,23 @@ fn journal_len(db: &TestDb) -> u64 {
     std::fs::metadata(db.path().join("kbdb.journal")).map_or(0, |m| m.len())
 }
 
+/// Write section `i` of the slow document to a `learn --jsonl` process and await its result
+/// line: the kbid.
+fn learn_awaited(
+    stdin: &mut impl Write,
+    results: &mut impl Iterator<Item = std::io::Result<String>>,
+    i: usize,
+) -> String {
+    let line = serde_json::json!({"content": content(9, i), "docid": "slow/doc"});
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&results.next().unwrap().unwrap()).unwrap();
+    v["kbid"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_string()
+}
+
 #[test]
 fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_after_a_kill() {
     let db = TestDb::new();
@@ -88,11 +105,7 @@ fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_a
     let mut acked = Vec::new();
     // One line at a time, each awaited: one write group each, as a durable writer sends them.
     for i in 0..12 {
-        let line = serde_json::json!({"content": content(9, i), "docid": "slow/doc"});
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        let v: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-        acked.push(v["kbid"].as_str().unwrap().to_string());
+        acked.push(learn_awaited(&mut stdin, &mut lines, i));
     }
     assert!(
         journal_len(&db) > 0,
@@ -120,10 +133,7 @@ fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_a
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     for i in 12..16 {
-        let line = serde_json::json!({"content": content(9, i), "docid": "slow/doc"});
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        assert!(lines.next().unwrap().is_ok());
+        learn_awaited(&mut stdin, &mut lines, i);
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());

@@ -82,8 +82,8 @@ thread_local! {
 /// write's preparation (src/learn.rs) compresses its content on the thread that prepares it,
 /// out of the writer's way, and is handed the database's dictionary this way rather than
 /// through every function that splits and validates on the way there. A row prepared with
-/// another (or none) is compressed again by the writer (`made_with`), so this decides where
-/// the work is done, never what is stored.
+/// another (or none) is compressed again by the writer (`WriteTables::put_prepared_content`),
+/// so this decides where the work is done, never what is stored.
 pub fn preparing_with<T>(
     dictionary: Option<&'static Dictionary>,
     prepare: impl FnOnce() -> T,
@@ -135,18 +135,8 @@ pub fn compress(
     (compressed.len() < content.len()).then_some(compressed)
 }
 
-/// Whether a stored row of content `size` bytes long is what `compress` makes with
-/// `dictionary`: as is when that is not shorter, else a frame naming the same dictionary (or
-/// none). A row prepared before the database had its dictionary is compressed again.
-pub fn made_with(row: Option<&[u8]>, size: usize, dictionary: Option<&Dictionary>) -> bool {
-    match row {
-        None => dictionary.is_none() || size < MIN_COMPRESSED,
-        Some(row) => frame_dictionary(row) == dictionary.map(|d| d.id),
-    }
-}
-
-/// The dictionary id a zstd frame names (None: made without one, or not a frame).
-fn frame_dictionary(row: &[u8]) -> Option<u32> {
+/// The dictionary id a stored row's zstd frame names (None: made without one, or not a frame).
+pub fn frame_dictionary(row: &[u8]) -> Option<u32> {
     zstd::zstd_safe::get_dict_id_from_frame(row).map(|id| id.get())
 }
 
@@ -340,10 +330,8 @@ mod tests {
         for text in prose(200, 99) {
             let row = compress("text/markdown", &text, Some(d)).unwrap();
             assert_eq!(frame_dictionary(&row), Some(d.id), "the frame names it");
-            assert!(made_with(Some(&row), text.len(), Some(d)));
             let without = compress("text/markdown", &text, None).unwrap();
-            assert!(!made_with(Some(&without), text.len(), Some(d)));
-            assert!(made_with(Some(&without), text.len(), None));
+            assert_eq!(frame_dictionary(&without), None);
             assert_eq!(decode(&row, text.len() as u64).as_deref(), Some(&text[..]));
             plain += without.len();
             with += row.len();
@@ -352,9 +340,6 @@ mod tests {
             with * 10 < plain * 9,
             "{with} bytes with it, {plain} without"
         );
-        // Content not worth compressing needs no dictionary.
-        assert!(made_with(None, 10, Some(d)));
-        assert!(!made_with(None, 1_000, Some(d)));
     }
 
     #[test]

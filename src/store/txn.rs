@@ -250,15 +250,17 @@ impl<'t> WriteTables<'t> {
         self.insert_content(row.as_deref().unwrap_or(content))
     }
 
-    /// `put_content` with the row its preparation compressed (`compressed`, None: as is), which
-    /// is stored unless it was made without the dictionary the database has since got.
+    /// `put_content` with the row its preparation compressed (`compressed`, None: as is) with
+    /// the dictionary `compressed_with` (None: none), which is stored unless the database has
+    /// got another dictionary since.
     pub fn put_prepared_content(
         &mut self,
         section_type: &str,
         content: &[u8],
         compressed: Option<&[u8]>,
+        compressed_with: Option<u32>,
     ) -> Result<u64> {
-        if super::content_codec::made_with(compressed, content.len(), self.dictionary) {
+        if compressed_with == self.dictionary.map(|d| d.id) {
             self.insert_content(compressed.unwrap_or(content))
         } else {
             self.put_content(section_type, content)

@@ -58,11 +58,15 @@ fn a_database_trains_its_dictionary_once_and_compresses_new_content_with_it() {
     // next ones are made with it.
     for kbid in [&early[0], late.last().unwrap()] {
         let (row, size) = row_of(&kb, kbid);
-        assert!(content_codec::made_with(Some(&row), size, None));
+        assert_eq!(content_codec::frame_dictionary(&row), None, "{size} bytes");
     }
     let next = learn_all(&kb, &prose(3, 23));
     let (row, size) = row_of(&kb, &next[0]);
-    assert!(content_codec::made_with(Some(&row), size, Some(d)));
+    assert_eq!(
+        content_codec::frame_dictionary(&row),
+        Some(d.id),
+        "{size} bytes"
+    );
     assert_eq!(read(&kb, &next[0]), prose(3, 23)[0]);
     assert_eq!(read(&kb, &early[0]), before[0]);
     assert_eq!(read(&kb, late.last().unwrap()), *after.last().unwrap());
@@ -75,7 +79,11 @@ fn a_database_trains_its_dictionary_once_and_compresses_new_content_with_it() {
     assert_eq!(kb.status().unwrap().content_dictionary, Some(id));
     let more = learn_all(&kb, &prose(5, 22));
     let (row, size) = row_of(&kb, &more[0]);
-    assert!(content_codec::made_with(Some(&row), size, Some(d)));
+    assert_eq!(
+        content_codec::frame_dictionary(&row),
+        Some(d.id),
+        "{size} bytes"
+    );
     assert_eq!(read(&kb, &early[1]), before[1]);
     assert_eq!(read(&kb, &more[0]), prose(5, 22)[0]);
     assert!(kb.check().unwrap().ok);
@@ -92,7 +100,7 @@ fn a_database_with_nothing_to_train_on_goes_on_without_a_dictionary() {
     assert_eq!(kb.status().unwrap().content_dictionary, None);
     let kbid = learn_all(&kb, &prose(1, 5)).remove(0);
     let (row, size) = row_of(&kb, &kbid);
-    assert!(content_codec::made_with(Some(&row), size, None));
+    assert_eq!(content_codec::frame_dictionary(&row), None, "{size} bytes");
 }
 
 #[test]
@@ -120,10 +128,34 @@ fn an_import_large_enough_is_compressed_with_a_dictionary_trained_on_it_first() 
     for i in [0, TRAIN_AT as usize / 2, kbids.len() - 1] {
         let (row, size) = row_of(&kb, &kbids[i]);
         assert!(
-            content_codec::made_with(Some(&row), size, Some(d)),
+            content_codec::frame_dictionary(&row) == Some(d.id) && row.len() < size,
             "section {i}"
         );
         assert_eq!(read(&kb, &kbids[i]), texts[i]);
     }
     assert!(kb.check().unwrap().ok);
+}
+
+#[test]
+fn a_write_prepared_before_the_dictionary_existed_is_stored_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    learn_all(&kb, &prose(1_000, 51));
+    let text = prose(1, 52).remove(0);
+    let prepared = kb
+        .prepare_write(WriteOp::Learn(LearnRequest::text(text.clone())))
+        .unwrap();
+    let id = kb.train_content_dictionary().unwrap().expect("trained");
+    let out = kb.write_prepared_unindexed(vec![Ok(prepared)]).unwrap();
+    let kbid = match out.into_iter().next().unwrap().unwrap() {
+        WriteOutcome::Learned(r) => r.kbid,
+        other => panic!("{other:?}"),
+    };
+    let (row, size) = row_of(&kb, &kbid);
+    assert_eq!(
+        content_codec::frame_dictionary(&row),
+        Some(id),
+        "{size} bytes"
+    );
+    assert_eq!(read(&kb, &kbid), text);
 }
