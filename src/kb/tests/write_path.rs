@@ -640,3 +640,62 @@ fn a_stream_of_batches_learns_like_learn_many_and_is_searchable_when_it_returns(
     }
     assert_eq!(kb.status().unwrap().sections, 502);
 }
+
+#[test]
+fn a_stream_awaited_line_by_line_between_bulk_batches_reports_in_order() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    // One-line batches drawn only once every batch before them is reported (a writer that
+    // awaits each result: written where drawn), between 150-line batches drawn at once
+    // (pipelined). The one-line batch after a bulk one is a near copy of its first line.
+    let plan = [1, 1, 150, 150, 1, 150, 1, 1];
+    let text = |b: usize, i: usize| {
+        format!("awaited stream batch{b} line{i} about the writer that draws its lines zw{b}y{i}")
+    };
+    let near_copy_of = |b: usize| plan[b] == 1 && b > 0 && plan[b - 1] > 1;
+    let reported = AtomicUsize::new(0);
+    let batches = plan.iter().enumerate().map(|(b, &n)| {
+        if n == 1 {
+            while reported.load(SeqCst) < b {
+                std::thread::yield_now();
+            }
+        }
+        (0..n)
+            .map(|i| match near_copy_of(b) {
+                true => LearnRequest::text(format!("{} again", text(b - 1, 0))),
+                false => LearnRequest::text(text(b, i)),
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut results = Vec::new();
+    kb.learn_stream(batches, |r| {
+        results.push(r.unwrap());
+        reported.fetch_add(1, SeqCst);
+    });
+    assert_eq!(results.len(), plan.len(), "one result list per batch");
+    for (b, r) in results.iter().enumerate() {
+        assert_eq!(r.len(), plan[b], "batch {b}");
+        for (i, l) in r.iter().enumerate() {
+            let l = l.as_ref().unwrap();
+            let stored = kb
+                .read_sections(&[l.kbid.as_str()])
+                .unwrap()
+                .remove(0)
+                .content;
+            if near_copy_of(b) {
+                assert!(stored.ends_with(" again"), "batch {b}: {stored}");
+                assert!(!l.near_duplicates.is_empty(), "batch {b}: {l:?}");
+            } else {
+                assert_eq!(
+                    stored,
+                    text(b, i),
+                    "batch {b} line {i}: results in input order"
+                );
+            }
+        }
+    }
+    assert_eq!(kb.status().unwrap().sections, 455);
+    assert_eq!(kb.search(&SearchRequest::new("zw7y0")).unwrap().total, 1);
+    assert_eq!(kb.search(&SearchRequest::new("zw5y149")).unwrap().total, 1);
+}
