@@ -1796,6 +1796,64 @@ fn writes_sent_before_their_answers_are_answered_in_order_and_seen_by_what_follo
 }
 
 #[test]
+fn small_writes_awaited_one_by_one_or_sent_at_once_get_their_own_answers_in_order() {
+    let (db, _pid) = with_daemon("a fact before the small writes");
+    let mut raw = Raw::connect(&db);
+    let learn = |id: usize, content: &str| json!({"jsonrpc": "2.0", "id": id, "method": "learn", "params": {"content": content}});
+    // Awaited one by one: each committed by the connection's own thread (nothing else writes).
+    let mut kbids = Vec::new();
+    for i in 0..5 {
+        let content = format!("an awaited small write number {i}");
+        let v = raw.call_json(learn(i + 1, &content));
+        assert_eq!(v["id"], i + 1, "{v}");
+        kbids.push((v["result"]["kbid"].as_str().unwrap().to_string(), content));
+    }
+    // Sent at once, before any answer: small, large (through the writer thread), small, small.
+    let large: Vec<Value> = (0..100)
+        .map(|i| json!({"content": format!("a write of the large batch number {i}")}))
+        .collect();
+    let mut lines = format!("{}\n", learn(10, "the first small write sent at once"));
+    lines.push_str(&format!(
+        "{}\n",
+        json!({"jsonrpc": "2.0", "id": 11, "method": "learn_many", "params": {"requests": large}})
+    ));
+    lines.push_str(&format!(
+        "{}\n",
+        learn(12, "the second small write sent at once")
+    ));
+    lines.push_str(&format!(
+        "{}\n",
+        learn(13, "the third small write sent at once")
+    ));
+    raw.send_raw(lines.as_bytes());
+    let answers: Vec<Value> = (0..4).map(|_| raw.read().expect("an answer")).collect();
+    let ids: Vec<u64> = answers.iter().map(|a| a["id"].as_u64().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [10, 11, 12, 13],
+        "answers in the order of the requests"
+    );
+    assert_eq!(answers[1]["result"].as_array().unwrap().len(), 100);
+    for (a, content) in [
+        (&answers[0], "the first small write sent at once"),
+        (&answers[2], "the second small write sent at once"),
+        (&answers[3], "the third small write sent at once"),
+    ] {
+        kbids.push((
+            a["result"]["kbid"].as_str().unwrap().to_string(),
+            content.into(),
+        ));
+    }
+    // Each answer names the section its own write stored.
+    for (kbid, content) in &kbids {
+        let v = db.json(&["retrieve", "--kbid", kbid]);
+        assert_eq!(v[0]["content"], content.as_str(), "{v}");
+    }
+    let status = db.json(&["status"]);
+    assert_eq!(status["sections"], 1 + 5 + 100 + 3, "{status}");
+}
+
+#[test]
 fn a_daemon_killed_under_a_learn_stream_fails_only_the_batches_in_flight() {
     let (db, pid) = with_daemon("a fact before the stream");
     let mut child = db.spawn_learn_jsonl(false);
