@@ -2101,7 +2101,15 @@ fn content_compressed_with_the_trained_dictionary_survives_a_killed_daemon() {
     // Enough sections for the database to train its content dictionary.
     let first = prose_lines(4_200, 7);
     let kbids = learn_lines(&db, false, &first);
-    let id = db.status()["content_dictionary"].clone();
+    // Trained by the daemon's indexer thread, after the writes that reached the threshold.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let id = loop {
+        let id = db.status()["content_dictionary"].clone();
+        if id.as_u64().is_some() || Instant::now() > deadline {
+            break id;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert!(id.as_u64().is_some(), "a dictionary was trained: {id}");
     // Written after it, through the journal (compressed with it), then the daemon dies.
     let later = prose_lines(4_300, 11).split_off(4_200);

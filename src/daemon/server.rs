@@ -484,6 +484,8 @@ pub fn serve(db_dir: &Path) -> Result<()> {
                     tracing::error!("{e}");
                     kb.recover_locks();
                 }
+                // Off the writer's way: the groups committed meanwhile are not held up.
+                kb.train_content_dictionary_when_due();
                 let _ = embed_tx.send(());
             }
         })?

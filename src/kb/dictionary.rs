@@ -5,8 +5,9 @@
 //! is only found with a dictionary: on the devdocs corpus it stores the content in ~25 % fewer
 //! bytes, and compressing with it is faster than without.
 //!
-//! When: the first write group after which the database holds `TRAIN_AT` contents trains it,
-//! on the writer's thread, once (~0.1 s); or an import that brings that many, before it is
+//! When: once a write group has left `TRAIN_AT` contents in the database, the thread that
+//! indexes behind the writer trains it, once (~0.1 s; `Kb::train_content_dictionary_when_due`);
+//! or an import that brings that many, before it is
 //! applied, on the import's own sections. A training that finds nothing to train on is tried
 //! again once the contents have doubled.
 
@@ -166,14 +167,17 @@ impl Kb {
         Ok(Some(dictionary.id))
     }
 
-    /// `train_content_dictionary` after a write group, when due: a failure is logged, never
-    /// the group's.
-    pub(super) fn train_content_dictionary_if_due(&self, stored: u64) {
+    /// `train_content_dictionary` once the write groups of this process have left enough
+    /// contents in the database. Called by whoever indexes behind the writer (the daemon's
+    /// indexer thread, a stream's index thread, `write_group` after its own write): training
+    /// takes ~0.1 s, which on the writer would hold every write waiting behind it. A failure is
+    /// logged, never a write's.
+    pub fn train_content_dictionary_when_due(&self) {
+        let stored = self.contents_stored.load(Ordering::Relaxed);
         if !self.dictionary_due(stored) {
             return;
         }
-        // The group is committed and its results not yet handed back: nothing here, not even
-        // a panic (a bug), may turn them into failures.
+        // Nothing here, not even a panic (a bug), may fail the caller.
         let trained = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.train_content_dictionary()
         }));

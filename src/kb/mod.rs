@@ -71,6 +71,9 @@ pub struct Kb {
     /// The number of stored contents at the last training that found nothing to train on (the
     /// next try waits until there are twice as many).
     dictionary_tried_at: AtomicU64,
+    /// The contents the database held after the last write group of this process: whether
+    /// the dictionary is due (`Kb::train_content_dictionary_when_due`).
+    contents_stored: AtomicU64,
 }
 
 impl Kb {
@@ -165,6 +168,7 @@ impl Kb {
                 journal: Mutex::new(None),
                 content_dictionary,
                 dictionary_tried_at: AtomicU64::new(0),
+                contents_stored: AtomicU64::new(0),
             },
             !existed,
         ))

@@ -5,6 +5,7 @@
 //! durability policy of `store::durability` (the daemon's journal, or a durable redb commit).
 
 use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use redb::ReadableDatabase;
@@ -151,6 +152,7 @@ impl Kb {
         if let Ok(out) = r.as_mut() {
             self.embed_after_write(out);
         }
+        self.train_content_dictionary_when_due();
         r
     }
 
@@ -368,7 +370,8 @@ impl Kb {
             turn.apply(&changes);
             drop(journal);
             if let Some(contents) = contents {
-                self.train_content_dictionary_if_due(contents);
+                // Trained by whoever indexes behind this writer, off the writer's way.
+                self.contents_stored.fetch_max(contents, Ordering::Relaxed);
             }
         } else {
             txn.abort()?;
@@ -430,6 +433,7 @@ impl Kb {
         let prepared = vec![Ok(PreparedWrite(writes::PreparedOp::Engine(w.op)))];
         let mut out = self.write_prepared_joining(prepared, |_| None)?;
         self.index_committed_changes();
+        self.train_content_dictionary_when_due();
         match out.pop().expect("one result per write")? {
             WriteOutcome::Engine(o) => (w.output)(o),
             _ => None,
@@ -660,6 +664,7 @@ impl<'scope, 'kb: 'scope> IndexBehind<'scope, 'kb> {
             while committed.recv().is_ok() {
                 while committed.try_recv().is_ok() {}
                 kb.index_committed_changes();
+                kb.train_content_dictionary_when_due();
             }
         });
         IndexBehind {

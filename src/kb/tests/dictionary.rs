@@ -159,3 +159,31 @@ fn a_write_prepared_before_the_dictionary_existed_is_stored_with_it() {
     );
     assert_eq!(read(&kb, &kbid), text);
 }
+
+#[test]
+fn a_stream_trains_the_dictionary_behind_its_writer_and_has_it_when_it_returns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let texts = prose(TRAIN_AT as usize + 2_000, 61);
+    let batches = texts
+        .chunks(500)
+        .map(|c| c.iter().map(|t| LearnRequest::text(t.clone())).collect())
+        .collect::<Vec<Vec<_>>>();
+    let mut kbids = Vec::new();
+    kb.learn_stream(batches.into_iter(), |r| {
+        kbids.extend(r.unwrap().into_iter().map(|l| l.unwrap().kbid))
+    });
+    // Trained on the stream's index thread, which the stream waits for before it returns.
+    let id = kb.status().unwrap().content_dictionary.expect("trained");
+    // Every section reads back; the first ones were stored before the dictionary.
+    let (first, _) = row_of(&kb, &kbids[0]);
+    assert_eq!(content_codec::frame_dictionary(&first), None);
+    for (kbid, text) in kbids.iter().zip(&texts).step_by(97) {
+        assert_eq!(&read(&kb, kbid), text);
+    }
+    // Content learned now is compressed with it.
+    let later = learn_all(&kb, &prose(1, 62));
+    let (row, size) = row_of(&kb, &later[0]);
+    assert!(content_codec::frame_dictionary(&row) == Some(id) && row.len() < size);
+    assert!(kb.check().unwrap().ok);
+}
