@@ -73,7 +73,7 @@ impl Kb {
             let reporter = s.spawn(|| {
                 for r in results_rx {
                     report(r);
-                    in_flight.fetch_sub(1, std::sync::atomic::Ordering::Release);
+                    in_flight.fetch_sub(1, Ordering::Release);
                 }
             });
             // One batch prepared ahead: enough to keep the writer busy, and a bound on memory.
@@ -82,9 +82,7 @@ impl Kb {
             let index = index_behind.signal();
             let drawer = s.spawn(move || {
                 for reqs in batches {
-                    if reqs.len() <= WRITTEN_WHERE_DRAWN
-                        && in_flight.load(std::sync::atomic::Ordering::Acquire) == 0
-                    {
+                    if reqs.len() <= WRITTEN_WHERE_DRAWN && in_flight.load(Ordering::Acquire) == 0 {
                         // The writer and the reporter are idle, and every earlier batch has
                         // been reported: order is kept.
                         let mut r = self
@@ -98,7 +96,7 @@ impl Kb {
                     let prepared = self.check_batch(reqs.len()).map(|()| {
                         self.prepare_group(reqs.into_iter().map(WriteOp::Learn).collect(), false)
                     });
-                    in_flight.fetch_add(1, std::sync::atomic::Ordering::Release);
+                    in_flight.fetch_add(1, Ordering::Release);
                     if prepared_tx.send(prepared).is_err() {
                         break;
                     }
