@@ -119,6 +119,14 @@ impl Drop for Pipeline {
     }
 }
 
+/// Wait for a queued write's outcomes, and shape them as `method`'s result.
+pub(super) fn answer_write(kb: &Kb, method: &str, answer: WriteAnswer) -> Result<Value, CallError> {
+    guard_request(kb, method, || match await_write(answer) {
+        Ok(outcomes) => methods::write_result(kb, method, outcomes),
+        Err(e) => Err(CallError::Kb(e)),
+    })
+}
+
 /// Answer each queued write, in order, once the writer has its outcome.
 fn answer_loop(
     kb: &Kb,
@@ -127,10 +135,7 @@ fn answer_loop(
     queue: mpsc::Receiver<Pending>,
 ) {
     for p in queue {
-        let out = guard_request(kb, &p.method, || match await_write(p.answer) {
-            Ok(outcomes) => methods::write_result(kb, &p.method, outcomes),
-            Err(e) => Err(CallError::Kb(e)),
-        });
+        let out = answer_write(kb, &p.method, p.answer);
         // A client gone meanwhile: its reader sees the end of the stream and stops.
         let _ = send_line(conn, &reply_line(&p.id, out));
         let (lock, answered) = in_flight;

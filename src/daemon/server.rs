@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::methods::{self, CallError};
 use super::operations::{self, Kind};
-use super::pipeline::{Pending, Pipeline};
+use super::pipeline::{Pending, Pipeline, answer_write};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
 use crate::error::{KbError, Result};
 use crate::{Kb, WriteOutcome};
@@ -933,15 +933,6 @@ pub(super) fn await_write(answer: WriteAnswer) -> Result<Vec<Result<WriteOutcome
     }
 }
 
-/// A write's outcomes if they are there already (it was committed on the connection's thread).
-fn written_already(answer: &WriteAnswer) -> Option<Result<Vec<Result<WriteOutcome>>>> {
-    match answer.try_recv() {
-        Ok(Ok(outcomes)) => Some(Ok(outcomes)),
-        Ok(Err(e)) => Some(Err(shared_error(&e))),
-        Err(_) => None,
-    }
-}
-
 /// A copy of a group's error for one of its jobs: a `damaged` one keeps its code, any other is
 /// a storage error with its message.
 fn shared_error(e: &KbError) -> KbError {
@@ -1105,18 +1096,19 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
             let scan = !pipeline.busy();
             let queued = guard_request(&state.kb, &method, || {
                 let ops = parse(&state.kb, params)?;
-                queue_write(state, ops, scan).map_err(CallError::Kb)
+                let small = ops.len() <= COMMITTED_WHERE_READ;
+                let answer = queue_write(state, ops, scan).map_err(CallError::Kb)?;
+                Ok((answer, small))
             });
             match queued {
-                // Nothing of this connection's before it, and committed already (on this
-                // thread, `commit_here`): answered from here, in order.
-                Ok(answer) if scan && let Some(outcomes) = written_already(&answer) => {
-                    let out = guard_request(&state.kb, &method, || {
-                        methods::write_result(&state.kb, &method, outcomes.map_err(CallError::Kb)?)
-                    });
+                // A small write with nothing of this connection's before it is awaited and
+                // answered here (committed on this thread already, `commit_here`, or by the
+                // writer thread), in order, without waking the connection's answering thread.
+                Ok((answer, true)) if scan => {
+                    let out = answer_write(&state.kb, &method, answer);
                     send_line(&conn, &reply_line(&id, out))?;
                 }
-                Ok(answer) => pipeline.push(Pending { id, method, answer })?,
+                Ok((answer, _)) => pipeline.push(Pending { id, method, answer })?,
                 Err(e) => {
                     pipeline.drain();
                     send_line(&conn, &reply_line(&id, Err(e)))?;
