@@ -737,7 +737,16 @@ fn write_loop(state: &State, pings: mpsc::Receiver<()>) {
     while pings.recv().is_ok() {
         // Waits while a connection commits (`commit_here`).
         let mut turn = state.turn.lock().unwrap_or_else(PoisonError::into_inner);
-        while commit_queued(state, &mut turn, None) {}
+        // A panic outside a group's commit (which fails only that group) would be a bug: the
+        // jobs taken with it are answered that the writer stopped, and the writer goes on, so
+        // that the jobs queued after them are not left waiting.
+        let turn = &mut *turn;
+        let rounds = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            while commit_queued(state, turn, None) {}
+        }));
+        if rounds.is_err() {
+            tracing::error!("the writer panicked between groups; it goes on");
+        }
     }
 }
 
