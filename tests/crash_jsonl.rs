@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 
-use common::TestDb;
+use common::{JsonlStream, TestDb};
 
 fn content(run: usize, i: usize) -> String {
     format!(
@@ -99,9 +99,11 @@ fn learn_awaited(
 #[test]
 fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_after_a_kill() {
     let db = TestDb::new();
-    let mut child = db.spawn_jsonl();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let JsonlStream {
+        mut child,
+        mut stdin,
+        mut lines,
+    } = db.jsonl_stream();
     let mut acked = Vec::new();
     // One line at a time, each awaited: one write group each, as a durable writer sends them.
     for i in 0..12 {
@@ -129,9 +131,11 @@ fn a_stream_written_line_by_line_is_acknowledged_from_the_journal_and_replayed_a
     drop(kb);
 
     // A stream that ends makes its writes durable in the database and empties the journal.
-    let mut child = db.spawn_jsonl();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let JsonlStream {
+        mut child,
+        mut stdin,
+        mut lines,
+    } = db.jsonl_stream();
     for i in 12..16 {
         learn_awaited(&mut stdin, &mut lines, i);
     }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 
 use common::{PNG_B64, TestDb};
 use serde_json::Value;
@@ -444,9 +444,11 @@ fn read_your_writes_and_unlearn_disappears_from_search() {
 #[test]
 fn sigkill_before_the_index_commit_loses_nothing_searchable() {
     let db = TestDb::new();
-    let mut child = db.spawn_jsonl();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+    let common::JsonlStream {
+        mut child,
+        mut stdin,
+        lines: mut out,
+    } = db.jsonl_stream();
     let mut acked = 0;
     for i in 0..30 {
         writeln!(stdin, "{{\"content\":\"crashproof marker{i} nebula\"}}").unwrap();

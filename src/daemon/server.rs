@@ -484,8 +484,6 @@ pub fn serve(db_dir: &Path) -> Result<()> {
                     tracing::error!("{e}");
                     kb.recover_locks();
                 }
-                // Off the writer's way: the groups committed meanwhile are not held up.
-                kb.train_content_dictionary_when_due();
                 let _ = embed_tx.send(());
             }
         })?
@@ -763,14 +761,15 @@ fn commit_queued(state: &State, turn: &mut Turn, own: Option<Job>) -> bool {
             None => return false,
         },
     };
-    commit_jobs(state, turn, vec![first]);
+    commit_jobs(state, turn, first);
     true
 }
 
 /// `commit_queued` from its first job.
-fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>) {
+fn commit_jobs(state: &State, turn: &mut Turn, first: Job) {
     let max = state.kb.config().limits.max_batch;
-    let mut n: usize = jobs.iter().map(|j| j.ops.len()).sum();
+    let mut n = first.ops.len();
+    let mut jobs = vec![first];
     // Everything queued while the previous group committed joins this one.
     while turn.carry.is_none()
         && let Ok(j) = turn.queue.try_recv()
@@ -864,11 +863,6 @@ fn commit_group(
     outcome.map_err(Arc::new)
 }
 
-/// A write of at most this many sections, from a connection with none in flight, is committed
-/// on the connection's thread when the writer is idle (`commit_here`); a larger one goes to the
-/// writer, so that the connection reads and prepares the client's next batch meanwhile.
-const COMMITTED_WHERE_READ: usize = 64;
-
 /// Commit a connection's write on its own thread when it is the only write under way (with
 /// the jobs queued meanwhile): a client awaiting each write then pays no hand-off to the writer
 /// thread and back. With other writers about, the writer thread commits their groups as
@@ -876,7 +870,7 @@ const COMMITTED_WHERE_READ: usize = 64;
 /// more at 8 writers than the hand-offs saved. The job is handed back when the write goes to
 /// the writer: it is large, other writes are under way, or the daemon is stopping.
 fn commit_here(state: &State, job: Job) -> std::result::Result<(), Job> {
-    if job.ops.len() > COMMITTED_WHERE_READ || state.writing.load(Ordering::SeqCst) > 1 {
+    if job.ops.len() > crate::kb::WRITTEN_WHERE_READ || state.writing.load(Ordering::SeqCst) > 1 {
         return Err(job);
     }
     let mut turn = match state.turn.try_lock() {
@@ -1105,7 +1099,7 @@ fn handle(state: &Arc<State>, stream: UnixStream) -> std::io::Result<()> {
             let scan = !pipeline.busy();
             let queued = guard_request(&state.kb, &method, || {
                 let ops = parse(&state.kb, params)?;
-                let small = ops.len() <= COMMITTED_WHERE_READ;
+                let small = ops.len() <= crate::kb::WRITTEN_WHERE_READ;
                 let answer = queue_write(state, ops, scan).map_err(CallError::Kb)?;
                 Ok((answer, small))
             });

@@ -168,8 +168,7 @@ impl Kb {
     }
 
     /// `train_content_dictionary` once the write groups of this process have left enough
-    /// contents in the database. Called by whoever indexes behind the writer (the daemon's
-    /// indexer thread, a stream's index thread, `write_group` after its own write): training
+    /// contents in the database. Called by `follow_commits`, off the writer's way: training
     /// takes ~0.1 s, which on the writer would hold every write waiting behind it. A failure is
     /// logged, never a write's.
     pub fn train_content_dictionary_when_due(&self) {

@@ -23,6 +23,8 @@ mod sync;
 mod vectors;
 mod write;
 
+pub(crate) use write::WRITTEN_WHERE_READ;
+
 #[cfg(test)]
 mod tests;
 

@@ -19,6 +19,11 @@ use crate::writes::{self, WriteOp, WriteOutcome, Writer};
 use crate::{elapsed_ms, now};
 use crate::{learn, store, types};
 
+/// The most writes of a group that is written by the thread that received it when nothing else
+/// is under way, rather than handed to a writer thread (a learn stream's, the daemon's): below
+/// this, the hand-offs between threads cost more than overlapping the next group saves.
+pub(crate) const WRITTEN_WHERE_READ: usize = 64;
+
 impl Kb {
     /// Learn one section (see `learn_many` for batches). One durable transaction.
     pub fn learn(&self, req: LearnRequest) -> Result<LearnResult> {
@@ -53,11 +58,12 @@ impl Kb {
         batches: impl Iterator<Item = Vec<LearnRequest>> + Send,
         done: &mut (impl FnMut(Result<Vec<Result<LearnResult>>>) + Send),
     ) {
-        // A batch this small, drawn while nothing is in flight, is written and reported on the
-        // thread that drew it: a writer that awaits each result (one line at a time) then pays
-        // no hand-off to the writer and the reporter (~50 µs of a ~350 µs durable write). A
-        // larger batch, or one drawn while another is written, goes through the pipeline.
-        const WRITTEN_WHERE_DRAWN: usize = 64;
+        // A batch of at most `WRITTEN_WHERE_READ` writes, drawn while nothing is in flight, is
+        // written and reported on the thread that drew it: a writer that awaits each result
+        // (one line at a time) then pays no hand-off to the writer and the reporter (~50 µs of
+        // a ~350 µs durable write). A larger batch, or one drawn while another is written, goes
+        // through the pipeline.
+
         let done = std::sync::Mutex::new(done);
         let report = |r: Result<Vec<Result<LearnResult>>>| {
             (*done.lock().unwrap_or_else(PoisonError::into_inner))(r)
@@ -82,7 +88,7 @@ impl Kb {
             let index = index_behind.signal();
             let drawer = s.spawn(move || {
                 for reqs in batches {
-                    if reqs.len() <= WRITTEN_WHERE_DRAWN && in_flight.load(Ordering::Acquire) == 0 {
+                    if reqs.len() <= WRITTEN_WHERE_READ && in_flight.load(Ordering::Acquire) == 0 {
                         // The writer and the reporter are idle, and every earlier batch has
                         // been reported: order is kept.
                         let mut r = self
@@ -146,11 +152,10 @@ impl Kb {
     /// whole group (nothing of it is written).
     pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         let mut r = self.write_group_unindexed(ops);
-        self.index_committed_changes();
+        self.follow_commits();
         if let Ok(out) = r.as_mut() {
             self.embed_after_write(out);
         }
-        self.train_content_dictionary_when_due();
         r
     }
 
@@ -430,8 +435,7 @@ impl Kb {
     pub(crate) fn write_engine<T>(&self, w: writes::Engine<T>) -> Result<T> {
         let prepared = vec![Ok(PreparedWrite(writes::PreparedOp::Engine(w.op)))];
         let mut out = self.write_prepared_joining(prepared, |_| None)?;
-        self.index_committed_changes();
-        self.train_content_dictionary_when_due();
+        self.follow_commits();
         match out.pop().expect("one result per write")? {
             WriteOutcome::Engine(o) => (w.output)(o),
             _ => None,
@@ -497,17 +501,21 @@ impl Kb {
         ))
     }
 
-    /// Feed committed store changes to the index writer. A failure here never fails the write
-    /// (it is durable in the store); the next search or open replays the change log.
-    /// Feed committed changes to the lexical index writer now (see `write_group_unindexed`).
+    /// Bring what follows the writer up to date now (see `write_group_unindexed`): the lexical
+    /// index takes the committed changes, then the content dictionary is trained if it is due
+    /// (`train_content_dictionary_when_due`). Whoever calls this is off the writer's way: the
+    /// daemon's indexer thread, a stream's index thread, or a `write_group` after its own write.
+    /// A failure here never fails a write (it is durable in the store): the next search or
+    /// open replays the change log, and a training that fails is tried again later.
     pub fn index_pending(&self) {
-        self.index_committed_changes()
+        self.follow_commits()
     }
 
-    pub(super) fn index_committed_changes(&self) {
+    pub(super) fn follow_commits(&self) {
         if let Err(e) = self.lexical().and_then(|mut l| l.catch_up(&*self.db()?)) {
             tracing::warn!("lexical index update deferred: {e}");
         }
+        self.train_content_dictionary_when_due();
     }
 
     /// Commit the daemon's group writes through the write journal from now on (one sequential
@@ -661,8 +669,7 @@ impl<'scope, 'kb: 'scope> IndexBehind<'scope, 'kb> {
         let thread = scope.spawn(move || {
             while committed.recv().is_ok() {
                 while committed.try_recv().is_ok() {}
-                kb.index_committed_changes();
-                kb.train_content_dictionary_when_due();
+                kb.follow_commits();
             }
         });
         IndexBehind {

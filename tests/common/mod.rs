@@ -163,6 +163,25 @@ impl TestDb {
     pub fn spawn_learn_jsonl(&self, embedded: bool) -> std::process::Child {
         self.learn_jsonl(embedded).spawn().unwrap()
     }
+
+    /// `spawn_jsonl`, with its input and its result lines taken out for the test to use.
+    pub fn jsonl_stream(&self) -> JsonlStream {
+        let mut child = self.spawn_jsonl();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        JsonlStream {
+            child,
+            stdin,
+            lines,
+        }
+    }
+}
+
+/// A running `learn --jsonl` process (`TestDb::jsonl_stream`).
+pub struct JsonlStream {
+    pub child: std::process::Child,
+    pub stdin: std::process::ChildStdin,
+    pub lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
 }
 
 /// An `--embedded learn --jsonl` process that holds the database open until released.
