@@ -282,13 +282,8 @@ fn sort_paging_and_methods() {
 fn validation_reports_each_rule_and_never_gates() {
     let db = collection();
     // `validate` of an invalid document exits 7 but prints its findings.
-    let out = db
-        .cmd()
-        .args(["validate", "stories/signup", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(7));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, v) = db.json_exit(&["validate", "stories/signup"]);
+    assert_eq!(code, Some(7));
     assert_eq!(v["valid"], false);
     let text = v.to_string();
     for needle in [
@@ -301,12 +296,7 @@ fn validation_reports_each_rule_and_never_gates() {
     }
     assert!(v["warnings"].to_string().contains("colour"), "{v}");
     // A belongsTo to a missing document, a hasMany item that does not exist.
-    let out = db
-        .cmd()
-        .args(["validate", "Story", "--format", "json"])
-        .output()
-        .unwrap();
-    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, all) = db.json_exit(&["validate", "Story"]);
     assert_eq!(all["checked"], 3);
     let logout = all["results"]
         .as_array()

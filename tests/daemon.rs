@@ -2209,12 +2209,7 @@ fn a_damaged_content_dictionary_leaves_the_database_open_and_names_the_sections_
     let error =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(error.contains(damaged.as_str()), "{error}");
-    let out = db
-        .cmd()
-        .args(["--embedded", "--format", "json", "check"])
-        .output()
-        .unwrap();
-    let check: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, check) = db.json_exit(&["--embedded", "check"]);
     assert_eq!(check["ok"], false);
     let named = check["errors"]
         .as_array()

@@ -93,6 +93,25 @@ impl TestDb {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// Run with `--format json` and parse stdout, whatever the exit code (returned with it):
+    /// for commands that print their findings and exit non-zero (`check`, `validate`).
+    pub fn json_exit(&self, args: &[&str]) -> (Option<i32>, Value) {
+        let out = self
+            .cmd()
+            .args(args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "kbdb {args:?} printed no JSON ({e}): {}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), v)
+    }
+
     pub fn learn(&self, args: &[&str]) -> Value {
         let mut a = vec!["learn"];
         a.extend_from_slice(args);
