@@ -78,19 +78,9 @@ impl TestDb {
 
     /// Run with `--format json`, expect success, parse stdout.
     pub fn json(&self, args: &[&str]) -> Value {
-        let out = self
-            .cmd()
-            .args(args)
-            .args(["--format", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kbdb {args:?} failed: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        let (code, v) = self.json_exit(args);
+        assert_eq!(code, Some(0), "kbdb {args:?} failed: {v}");
+        v
     }
 
     /// Run with `--format json` and parse stdout, whatever the exit code (returned with it):
