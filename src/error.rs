@@ -102,6 +102,15 @@ pub const DAMAGED_HINT: &str = "the database is damaged: run `kbdb check` to see
 pub const EXIT_DAMAGED: i32 = 9;
 
 impl KbError {
+    /// A copy of a group commit's error for each write of the group that shares it: a
+    /// `damaged` one keeps its code, any other is a storage error with its message.
+    pub(crate) fn shared_copy(&self) -> KbError {
+        match self {
+            KbError::Damaged { what } => KbError::damaged(what.clone()),
+            other => KbError::Storage(other.to_string()),
+        }
+    }
+
     /// A damaged database file: `what` names the file, the table or the kbid.
     pub fn damaged(what: impl Into<String>) -> Self {
         KbError::Damaged { what: what.into() }

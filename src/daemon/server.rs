@@ -929,19 +929,10 @@ fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<Wr
 pub(super) fn await_write(answer: WriteAnswer) -> Result<Vec<Result<WriteOutcome>>> {
     match answer.recv() {
         Ok(Ok(outcomes)) => Ok(outcomes),
-        Ok(Err(e)) => Err(shared_error(&e)),
+        Ok(Err(e)) => Err(e.shared_copy()),
         Err(_) => Err(KbError::Daemon(
             "the writer stopped before answering".into(),
         )),
-    }
-}
-
-/// A copy of a group's error for one of its jobs: a `damaged` one keeps its code, any other is
-/// a storage error with its message.
-fn shared_error(e: &KbError) -> KbError {
-    match e {
-        KbError::Damaged { what } => KbError::damaged(what.clone()),
-        other => KbError::Storage(other.to_string()),
     }
 }
 

@@ -15,6 +15,7 @@
 
 mod collections;
 mod dictionary;
+mod group_commit;
 mod maintain;
 mod read;
 mod search;
@@ -65,8 +66,8 @@ pub struct Kb {
     vectors: crate::vectors::state::VectorEngine,
     /// Models and the document index of collections (src/collections/state.rs, src/kb/collections.rs).
     collection: crate::collections::state::CollectionState,
-    /// The write journal of group commits (the daemon's; None: every write commits durably in
-    /// redb). src/store/journal.rs.
+    /// The write journal of group commits, started by the first write (None: not yet, or
+    /// `daemon.journal = false`: every write commits durably in redb). src/store/journal.rs.
     journal: Mutex<Option<JournalState>>,
     /// The database's content dictionary, once it has one (src/kb/dictionary.rs).
     content_dictionary: std::sync::OnceLock<&'static store::content_codec::Dictionary>,
@@ -76,6 +77,8 @@ pub struct Kb {
     /// The contents the database held after the last write group of this process: whether
     /// the dictionary is due (`Kb::train_content_dictionary_when_due`).
     contents_stored: AtomicU64,
+    /// Writes of other threads waiting to join the group being committed (src/kb/group_commit.rs).
+    commit_queue: group_commit::CommitQueue,
 }
 
 impl Kb {
@@ -171,6 +174,7 @@ impl Kb {
                 content_dictionary,
                 dictionary_tried_at: AtomicU64::new(0),
                 contents_stored: AtomicU64::new(0),
+                commit_queue: Default::default(),
             },
             !existed,
         ))

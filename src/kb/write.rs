@@ -289,13 +289,14 @@ impl Kb {
         }
     }
 
-    /// Apply prepared writes in one durable transaction (see `write_group`); the lexical index
-    /// is left to `index_pending`.
+    /// Apply prepared writes in one durable transaction (see `write_group`), shared with the
+    /// writes other threads of this process make meanwhile (src/kb/group_commit.rs); the
+    /// lexical index is left to `index_pending`.
     pub fn write_prepared_unindexed(
         &self,
         prepared: Vec<Result<PreparedWrite>>,
     ) -> Result<Vec<Result<WriteOutcome>>> {
-        self.write_prepared_joining(prepared, |_| None)
+        self.commit_grouped(prepared)
     }
 
     /// Like `write_prepared_unindexed`, but writes that arrive while the transaction is being
@@ -331,6 +332,7 @@ impl Kb {
         }
         let turn = self.loaded_index_turn()?;
         let mut journal = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
+        self.start_journal_when_off(&mut journal);
         // Engine writes (imports, gc…) commit durably in redb: logging a bulk import for the
         // journal would hold a second copy of every change in memory. They are never joined by
         // other batches (only the daemon's grouped writes are), so the first batch decides.
@@ -518,30 +520,49 @@ impl Kb {
         self.train_content_dictionary_when_due();
     }
 
-    /// Commit the daemon's group writes through the write journal from now on (one sequential
-    /// fsync per group; redb made durable every `daemon.journal_checkpoint_ms`).
-    /// src/store/journal.rs.
+    /// Commit every write group through the write journal from now on (one sequential fsync
+    /// per group; redb made durable every `daemon.journal_checkpoint_ms`), bulk batches
+    /// included: the daemon's policy. src/store/journal.rs.
     pub fn enable_journal(&self) -> Result<()> {
-        self.start_journal(None)
-    }
-
-    /// `enable_journal`, with groups whose first batch holds more than `max_batch` writes
-    /// committed durably in redb instead (None: every group is journaled).
-    fn start_journal(&self, max_batch: Option<usize>) -> Result<()> {
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
-        if slot.is_none() {
-            *slot = Some(JournalState {
-                max_batch,
-                journal: store::journal::Journal::open(&self.dir, self.plan.clone())?,
-                last_durable: Instant::now(),
-                every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
-                skip_to: None,
-                claim_next: false,
-                // Whatever the file holds is in the database (replayed when it opened).
-                durable_first: true,
-            });
+        match slot.as_mut() {
+            Some(j) => j.max_batch = None,
+            None => *slot = Some(self.new_journal(None)?),
         }
         Ok(())
+    }
+
+    /// The journal of a process of its own (a library user, the embedded CLI), started by its
+    /// first write unless `daemon.journal = false`: groups of up to
+    /// `STREAM_MAX_JOURNALED_BATCH` writes commit through the journal, larger ones durably in
+    /// redb. The first group after the start commits durably anyway (`durable_first`), so a
+    /// process that writes once costs what it did without a journal; one that goes on writing
+    /// pays an fsync of the journal per group instead of a durable redb commit (docs/storage.md).
+    /// A journal that cannot be opened is tried again at the next write; writes commit durably
+    /// in redb meanwhile.
+    fn start_journal_when_off(&self, slot: &mut Option<JournalState>) {
+        if slot.is_some() || !self.config.daemon.journal {
+            return;
+        }
+        match self.new_journal(Some(store::durability::STREAM_MAX_JOURNALED_BATCH)) {
+            Ok(j) => *slot = Some(j),
+            Err(e) => tracing::warn!("writing without the journal: {e}"),
+        }
+    }
+
+    /// A journal state for `start_journal_when_off` and `enable_journal`: groups whose first
+    /// batch holds more than `max_batch` writes commit durably in redb (None: none do).
+    fn new_journal(&self, max_batch: Option<usize>) -> Result<JournalState> {
+        Ok(JournalState {
+            max_batch,
+            journal: store::journal::Journal::open(&self.dir, self.plan.clone())?,
+            last_durable: Instant::now(),
+            every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
+            skip_to: None,
+            claim_next: false,
+            // Whatever the file holds is in the database (replayed when it opened).
+            durable_first: true,
+        })
     }
 
     /// After a panic while a write group was applied (a damaged page: the daemon's writer goes
@@ -575,30 +596,16 @@ impl Kb {
         journal
     }
 
-    /// Run `writes` — a stream of write groups, each acknowledged once durable — with the write
-    /// journal on (unless `daemon.journal = false`, or it is on already, as in the daemon): one
-    /// sequential fsync of the journal per group instead of a durable redb commit, which writes
-    /// every page the group changed where it lies. Then a checkpoint makes them durable in redb
-    /// and empties the journal, and later writes commit durably in redb again. A process killed
-    /// meanwhile leaves the journal, which the next open replays (docs/storage.md).
+    /// Run `writes` — a stream of write groups, each acknowledged once durable, journaled as
+    /// every write of this process is (`start_journal_when_off`) — then checkpoint: the
+    /// stream's writes are made durable in redb and the journal starts over, so that a process
+    /// killed later has no stream to replay. A process killed during the stream leaves the
+    /// journal, which the next open replays (docs/storage.md).
     pub(super) fn journaling<T>(&self, writes: impl FnOnce() -> T) -> T {
-        let started = self.config.daemon.journal
-            && self
-                .journal
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_none()
-            && match self.start_journal(Some(store::durability::STREAM_MAX_JOURNALED_BATCH)) {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!("writing without the journal: {e}");
-                    false
-                }
-            };
         let out = writes();
-        if started && let Err(e) = self.checkpoint_journal_then(true) {
-            // The journal stays on; the next checkpoint (at the latest when the database is
-            // closed) or the next open's replay makes its writes durable in redb.
+        if let Err(e) = self.checkpoint_journal() {
+            // The next checkpoint (at the latest when the database is closed) or the next
+            // open's replay makes its writes durable in redb.
             tracing::warn!("journal checkpoint after a stream of writes failed: {e}");
         }
         out
@@ -618,11 +625,18 @@ impl Kb {
         let Some(j) = slot.as_mut() else {
             return Ok(());
         };
-        let txn = self.begin_write()?;
-        j.before_durable(&txn)?;
-        txn.commit()?;
-        j.after_durable();
-        j.journal.truncate();
+        if j.holds_writes() {
+            let txn = self.begin_write()?;
+            j.before_durable(&txn)?;
+            txn.commit()?;
+            j.after_durable();
+        }
+        // Emptied once a durable commit of this process holds every record. Before the first,
+        // the file's records may be in this process's view only (a read-only open, on a full
+        // disk, replays them in memory): it is left as it is.
+        if !j.durable_first {
+            j.journal.truncate();
+        }
         if stop {
             slot.take();
         }

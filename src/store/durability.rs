@@ -1,8 +1,10 @@
-//! The durability policy: how a write group's transaction becomes durable. Without a journal
-//! (the embedded CLI, a library user) every group commits durably in redb. The daemon enables the
-//! write journal (src/store/journal.rs): a group's changes are appended to the journal and
-//! fsynced once, then committed in redb without an fsync; every `daemon.journal_checkpoint_ms`
-//! (or 64 MiB of journal) a group commits durably in redb instead, which empties the journal.
+//! The durability policy: how a write group's transaction becomes durable. Groups commit
+//! through the write journal (src/store/journal.rs) unless `daemon.journal = false`: a group's
+//! changes are appended to the journal and fsynced once, then committed in redb without an fsync;
+//! every `daemon.journal_checkpoint_ms` (or 64 MiB of journal) a group commits durably in redb
+//! instead, which empties the journal. The daemon journals every group; a process of its own (a
+//! library user, the embedded CLI) starts the journal at its first write and commits bulk batches
+//! (`STREAM_MAX_JOURNALED_BATCH`) and the first group after the start durably in redb.
 
 use std::time::Instant;
 
@@ -16,8 +18,8 @@ use crate::error::Result;
 /// the replay after a crash.
 pub(crate) const JOURNAL_CHECKPOINT_BYTES: u64 = 64 << 20;
 
-/// Writes in a group's first batch past which a stream of writes in an embedded process
-/// (`Kb::journaling`) commits the group durably in redb instead of through the journal: a bulk
+/// Writes in a group's first batch past which a process of its own (`Kb::start_journal_when_off`)
+/// commits the group durably in redb instead of through the journal: a bulk
 /// batch changes so many pages that a durable commit of its own costs little more than its
 /// fsync, and recording every change for the journal cost a 100k-section load ~4 % more CPU.
 /// The daemon journals every group: there a bulk client's batch that commits durably in redb
@@ -51,6 +53,14 @@ impl JournalState {
             || self.claim_next
             || self.last_durable.elapsed() >= self.every
             || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
+    }
+
+    /// Whether a checkpoint has anything to make durable: a record appended since the last
+    /// durable commit, or a number to claim. Nothing, right after the journal started (its
+    /// file's records are in the database) or after a checkpoint: a process that wrote once
+    /// (durably, the first group after a start) closes without another commit.
+    pub(crate) fn holds_writes(&self) -> bool {
+        self.journal.bytes() > 0 || self.skip_to.is_some() || self.claim_next
     }
 
     /// Before a durable commit: claim a record that must not be replayed.

@@ -25,7 +25,7 @@ pub enum Target {
     Store,
     /// The lexical index folder (`index/lexical/`).
     Index,
-    /// The daemon's write journal (`kbdb.journal`).
+    /// The write journal (`kbdb.journal`).
     Journal,
 }
 

@@ -652,7 +652,15 @@ impl Journal {
             fault(IoOp::Sync, "sync_data")?;
             self.file.sync_data()
         });
-        r.map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
+        r.map_err(|e| {
+            let full = crate::error::is_disk_full(&e);
+            let why = if full {
+                "the disk is full: the database cannot save changes (free some space; reads keep working): "
+            } else {
+                ""
+            };
+            KbError::io(format!("{why}cannot write {}", self.path.display()), e)
+        })?;
         self.offset = end;
         Ok(())
     }

@@ -253,3 +253,89 @@ fn the_engines_own_writes_commit_durably_instead_of_through_the_journal() {
     assert_eq!(journal_bytes(), 0, "an engine write is committed durably");
     assert!(kb.retrieve_document("notes/a").is_err());
 }
+
+#[test]
+fn a_process_of_its_own_journals_its_writes_after_the_first_and_a_lone_write_costs_no_checkpoint() {
+    use store::faults::{FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let syncs = |plan: &FaultPlan| {
+        (
+            plan.count(Target::Store, Op::Sync),
+            plan.count(Target::Journal, Op::Sync),
+        )
+    };
+    // One write, then close: one durable redb commit, and no checkpoint commit after it.
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    let opened = syncs(&plan);
+    kb.learn(LearnRequest::text("the only write of this process"))
+        .unwrap();
+    let written = syncs(&plan);
+    assert!(written.0 > opened.0, "{opened:?} {written:?}");
+    assert_eq!(written.1, 0, "the first write is durable in redb");
+    // What a close checkpoints (the store's own shutdown writes follow it).
+    kb.checkpoint_journal().unwrap();
+    assert_eq!(syncs(&plan), written, "nothing left to checkpoint at close");
+    drop(kb);
+
+    // Writes that follow go through the journal: one fsync of it each, none of the store
+    // (no checkpoint falls due during the test).
+    std::fs::write(
+        tmp.path().join(crate::config::CONFIG_FILE),
+        "[daemon]\njournal_checkpoint_ms = 3600000\n",
+    )
+    .unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.learn(LearnRequest::text(
+        "durable in redb: the first write of this run",
+    ))
+    .unwrap();
+    let before = syncs(&plan);
+    for i in 0..3 {
+        kb.learn(LearnRequest::text(format!("journaled write number {i}")))
+            .unwrap();
+    }
+    let after = syncs(&plan);
+    assert_eq!(after.0, before.0, "no redb fsync for a journaled write");
+    assert_eq!(after.1, before.1 + 3);
+    // Killed now (the files copied as they are): the next open replays the three.
+    let copy = tempfile::tempdir().unwrap();
+    for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
+        std::fs::copy(tmp.path().join(f), copy.path().join(f)).unwrap();
+    }
+    let kb2 = Kb::open(copy.path()).unwrap();
+    assert_eq!(kb2.status().unwrap().sections, 5);
+    assert_eq!(
+        kb2.search(&SearchRequest::new("journaled")).unwrap().total,
+        3
+    );
+    assert!(kb2.check().unwrap().ok);
+    drop(kb2);
+    // A clean close makes them durable in redb and leaves an empty journal.
+    drop(kb);
+    let journal = tmp.path().join(store::journal::JOURNAL_FILE);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
+    assert_eq!(Kb::open(tmp.path()).unwrap().status().unwrap().sections, 5);
+}
+
+#[test]
+fn with_the_journal_off_in_the_config_every_write_commits_durably_in_redb() {
+    use store::faults::{FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join(crate::config::CONFIG_FILE),
+        "[daemon]\njournal = false\n",
+    )
+    .unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    for i in 0..3 {
+        let before = plan.count(Target::Store, Op::Sync);
+        kb.learn(LearnRequest::text(format!("durable write {i}")))
+            .unwrap();
+        assert!(plan.count(Target::Store, Op::Sync) > before);
+    }
+    assert_eq!(plan.count(Target::Journal, Op::Sync), 0);
+    assert!(!tmp.path().join(store::journal::JOURNAL_FILE).exists());
+}

@@ -699,3 +699,70 @@ fn a_stream_awaited_line_by_line_between_bulk_batches_reports_in_order() {
     assert_eq!(kb.search(&SearchRequest::new("zw7y0")).unwrap().total, 1);
     assert_eq!(kb.search(&SearchRequest::new("zw5y149")).unwrap().total, 1);
 }
+
+#[test]
+fn threads_writing_at_once_share_commits_and_each_gets_its_own_results() {
+    use store::faults::{FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.learn(LearnRequest::text("the first write starts the journal"))
+        .unwrap();
+    let syncs = || plan.count(Target::Store, Op::Sync) + plan.count(Target::Journal, Op::Sync);
+    let content = |kbid: &str| match kb.retrieve(Some(kbid), None).unwrap() {
+        Retrieved::Sections(mut s) => s.remove(0).content,
+        other => panic!("{other:?}"),
+    };
+    let before = syncs();
+    let (threads, each) = (8, 40);
+    let start = std::sync::Barrier::new(threads);
+    let results: Vec<Vec<(String, String)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (kb, start, content) = (&kb, &start, &content);
+                s.spawn(move || {
+                    start.wait();
+                    (0..each)
+                        .map(|i| {
+                            // Two sections a write now and then: a batch joins whole.
+                            let text = format!("writer {t} wrote note {i} about topic{t}x{i}");
+                            let r = if i % 5 == 0 {
+                                let more = format!("writer {t} added a second note {i}");
+                                let mut out = kb
+                                    .learn_many(vec![
+                                        LearnRequest::text(&text),
+                                        LearnRequest::text(&more),
+                                    ])
+                                    .unwrap();
+                                assert_eq!(out.len(), 2);
+                                let second = out.pop().unwrap().unwrap();
+                                assert_eq!(content(&second.kbid), more);
+                                out.pop().unwrap().unwrap()
+                            } else {
+                                kb.learn(LearnRequest::text(&text)).unwrap()
+                            };
+                            (r.kbid, text)
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // Every write's result names its own section.
+    for (kbid, text) in results.iter().flatten() {
+        assert_eq!(&content(kbid), text);
+    }
+    assert_eq!(
+        kb.status().unwrap().sections as usize,
+        1 + threads * each + threads * each / 5
+    );
+    // Writes made while another thread committed joined its group: fewer fsyncs than writes.
+    let fsyncs = syncs() - before;
+    assert!(
+        fsyncs < (threads * each) as u64,
+        "{fsyncs} fsyncs for {} writes",
+        threads * each
+    );
+    assert!(kb.check().unwrap().ok);
+}
