@@ -16,6 +16,7 @@
 mod collections;
 mod dictionary;
 mod group_commit;
+mod index_follower;
 mod maintain;
 mod read;
 mod search;
@@ -45,11 +46,14 @@ pub struct PreparedWrite(writes::PreparedOp);
 /// A knowledge base: one database folder, opened by exactly one process.
 pub struct Kb {
     /// The redb database, reopened by itself after an I/O failure (src/store/handle.rs).
-    pub(crate) store: store::Store,
+    pub(crate) store: Arc<store::Store>,
     dir: PathBuf,
     config: Config,
     /// The lexical index, derived from the store (one writer; searchers are cheap snapshots).
-    lexical: Mutex<LexicalIndex>,
+    lexical: Arc<Mutex<LexicalIndex>>,
+    /// The thread that catches the lexical index up after `write_group`'s writes
+    /// (src/kb/index_follower.rs).
+    index_follower: index_follower::IndexFollower,
     /// The fault plan of a test (docs/io-faults.md), for a rebuild of the lexical index.
     plan: Option<store::faults::FaultPlan>,
     /// The near-duplicate band index and the source-key index, derived from the section
@@ -142,7 +146,7 @@ impl Kb {
             .map_err(|e| KbError::io(format!("cannot resolve {}", dir.display()), e))?;
         store::check_folder(&dir)?;
         let config = Config::load(&dir)?;
-        let store = store::Store::open(&dir, plan.clone())?;
+        let store = Arc::new(store::Store::open(&dir, plan.clone())?);
         let content_dictionary = std::sync::OnceLock::new();
         match dictionary::stored(&*store.read()?) {
             Ok(Some(d)) => {
@@ -153,11 +157,11 @@ impl Kb {
             // is reported as damaged by the reads and by `check`, section by section.
             Err(e) => tracing::error!("the content dictionary is not used: {e}"),
         }
-        let lexical = Mutex::new(LexicalIndex::open_with(
+        let lexical = Arc::new(Mutex::new(LexicalIndex::open_with(
             &dir,
             &*store.read()?,
             plan.as_ref(),
-        )?);
+        )?));
         Ok((
             Kb {
                 store,
@@ -175,6 +179,7 @@ impl Kb {
                 dictionary_tried_at: AtomicU64::new(0),
                 contents_stored: AtomicU64::new(0),
                 commit_queue: Default::default(),
+                index_follower: Default::default(),
             },
             !existed,
         ))
@@ -277,6 +282,7 @@ impl Kb {
 
 impl Drop for Kb {
     fn drop(&mut self) {
+        self.index_follower.stop();
         if let Err(e) = self.checkpoint_journal() {
             tracing::warn!(
                 "cannot make the journaled writes durable at close (they are replayed at the next open): {e}"

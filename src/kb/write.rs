@@ -152,7 +152,11 @@ impl Kb {
     /// whole group (nothing of it is written).
     pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         let mut r = self.write_group_unindexed(ops);
-        self.follow_commits();
+        if self.index_follower.committed(&self.lexical, &self.store) {
+            self.train_content_dictionary_when_due();
+        } else {
+            self.follow_commits();
+        }
         if let Ok(out) = r.as_mut() {
             self.embed_after_write(out);
         }
@@ -506,7 +510,8 @@ impl Kb {
     /// Bring what follows the writer up to date now (see `write_group_unindexed`): the lexical
     /// index takes the committed changes, then the content dictionary is trained if it is due
     /// (`train_content_dictionary_when_due`). Whoever calls this is off the writer's way: the
-    /// daemon's indexer thread, a stream's index thread, or a `write_group` after its own write.
+    /// daemon's indexer thread, a stream's index thread, or a `write_group` after its own write
+    /// when the `Kb`'s index thread cannot be started (src/kb/index_follower.rs).
     /// A failure here never fails a write (it is durable in the store): the next search or
     /// open replays the change log, and a training that fails is tried again later.
     pub fn index_pending(&self) {
@@ -587,6 +592,7 @@ impl Kb {
     /// then close the database so redb marks the file cleanly shut (the next open then needs no
     /// recovery walk). Later calls fail.
     pub fn close(&self) -> Result<()> {
+        self.index_follower.stop();
         // Nothing left to make durable then: dropping the `Kb` later has no journal to flush.
         let journal = self.checkpoint_journal_then(true);
         if let Ok(mut l) = self.lexical.lock() {
