@@ -152,10 +152,13 @@ impl Kb {
     /// whole group (nothing of it is written).
     pub fn write_group(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
         let mut r = self.write_group_unindexed(ops);
-        if self.index_follower.committed(&self.lexical, &self.store) {
-            self.train_content_dictionary_when_due();
-        } else {
-            self.follow_commits();
+        // A group that failed committed nothing to follow.
+        if r.is_ok() {
+            if self.index_follower.committed(&self.lexical, &self.store) {
+                self.train_content_dictionary_when_due();
+            } else {
+                self.follow_commits();
+            }
         }
         if let Ok(out) = r.as_mut() {
             self.embed_after_write(out);

@@ -766,3 +766,37 @@ fn threads_writing_at_once_share_commits_and_each_gets_its_own_results() {
     );
     assert!(kb.check().unwrap().ok);
 }
+
+#[test]
+fn the_index_thread_catches_up_after_a_write_and_a_close_waits_for_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    for i in 0..20 {
+        kb.learn(LearnRequest::text(format!(
+            "a note about kestrels number {i}"
+        )))
+        .unwrap();
+    }
+    // Without a search: the Kb's index thread takes the changes.
+    let last = kb.last_change_seq().unwrap();
+    let start = std::time::Instant::now();
+    while kb.lexical().unwrap().applied_seq() < last {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the index stayed behind the store"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // A write just before the close is in the index the close commits.
+    kb.learn(LearnRequest::text("the last note before closing"))
+        .unwrap();
+    let last = kb.last_change_seq().unwrap();
+    kb.close().unwrap();
+    assert_eq!(kb.lexical().unwrap().applied_seq(), last);
+    drop(kb);
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(
+        kb.search(&SearchRequest::new("kestrels")).unwrap().total,
+        20
+    );
+}
