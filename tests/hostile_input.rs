@@ -1372,3 +1372,53 @@ fn runtime_folders_and_sockets_of_another_user_or_with_wrong_modes() {
     }
     assert_intact(&db, &seed);
 }
+
+#[test]
+fn a_fifo_or_a_huge_sparse_file_in_place_of_a_database_file_is_refused_at_once() {
+    let db = TestDb::new();
+    let seed = seed(&db);
+    db.stop_daemon();
+    let journal = db.path().join("kbdb.journal");
+    let moved = db.tmp.path().join("kbdb.journal.kept");
+    if journal.exists() {
+        std::fs::rename(&journal, &moved).unwrap();
+    }
+    let status = ["--embedded", "status"];
+    // A FIFO: opening it to read would wait for a writer, forever.
+    common::mkfifo(&journal);
+    let (code, e) = db
+        .json_within(&status, 20)
+        .expect("the open does not wait on a FIFO");
+    assert_eq!(code, 5, "{e}");
+    assert_eq!(e["error"]["code"], "unsafe_folder", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("kbdb.journal") && msg.contains("not a regular file"),
+        "{msg}"
+    );
+    // Through the daemon too: it refuses to start, and says why.
+    let (code, e) = db.json_within(&["status"], 20).expect("not blocked");
+    assert_ne!(code, 0, "{e}");
+    std::fs::remove_file(&journal).unwrap();
+    // A 20 GiB sparse file (no disk taken): refused by its size, not read into memory.
+    std::fs::File::create(&journal)
+        .unwrap()
+        .set_len(20 << 30)
+        .unwrap();
+    let (code, e) = db
+        .json_within(&status, 20)
+        .expect("the open does not read it");
+    assert_eq!(code, 9, "{e}");
+    assert_eq!(e["error"]["code"], "damaged", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("kbdb.journal") && msg.contains("more than any journal"),
+        "{msg}"
+    );
+    // Moved aside, as the message says: the database opens with everything it held.
+    std::fs::remove_file(&journal).unwrap();
+    if moved.exists() {
+        std::fs::rename(&moved, &journal).unwrap();
+    }
+    assert_intact(&db, &seed);
+}

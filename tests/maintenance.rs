@@ -1174,8 +1174,7 @@ fn import_reads_no_layout_file_past_its_bound() {
     // A FIFO as content: refused, and the import does not wait for a writer.
     let (_, fifo) = section_files(&out, &kbid("retries"));
     std::fs::remove_file(&fifo).unwrap();
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    common::mkfifo(&fifo);
     // A manifest past its bound (64 MiB).
     let manifest = out.join("documents/ops/a.toml");
     std::fs::File::options()

@@ -638,39 +638,6 @@ fn documents_are_never_written_through_a_symbolic_link() {
     assert!(!outside.join("x.md").exists());
 }
 
-/// Run kbdb with `--format json`, giving up after `secs`: (exit code, stdout JSON), or None
-/// when it did not finish in time (it is killed).
-fn run_within(db: &TestDb, args: &[&str], secs: u64) -> Option<(i32, Value)> {
-    let mut child = db
-        .process()
-        .args(args)
-        .args(["--format", "json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut out = Vec::new();
-            std::io::Read::read_to_end(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-            return Some((
-                status.code().unwrap_or(-1),
-                serde_json::from_slice(&out).unwrap_or(Value::Null),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
-fn mkfifo(p: &Path) {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
-
 const APPEND: [&str; 5] = ["Notes", "--action", "append", "--content", "- more"];
 
 /// `kbdb doc section DOCID Notes --action append --content "- more"`, within 20 s.
@@ -678,7 +645,7 @@ fn append_note(db: &TestDb, docid: &str) -> Option<(i32, Value)> {
     let args = ["doc", "section", docid];
     let mut all: Vec<&str> = args.to_vec();
     all.extend_from_slice(&APPEND);
-    run_within(db, &all, 20)
+    db.json_within(&all, 20)
 }
 
 #[test]
@@ -689,7 +656,7 @@ fn a_fifo_in_place_of_a_synced_file_never_blocks_the_writer() {
     write(&dir, "other.md", LOGIN);
     sync(&db, &dir, &["--prefix", "kb/"]);
     std::fs::remove_file(dir.join("login.md")).unwrap();
-    mkfifo(&dir.join("login.md"));
+    common::mkfifo(&dir.join("login.md"));
 
     let (code, e) = append_note(&db, "kb/login").expect("the edit returns, not blocked");
     assert_eq!(
@@ -714,7 +681,9 @@ fn a_fifo_in_place_of_a_synced_file_never_blocks_the_writer() {
     drop(m);
     let (code, e) = append_note(&db, "kb/other").expect("not blocked");
     assert_eq!(code, 0, "{e}");
-    let r = run_within(&db, &["sync", dir.to_str().unwrap()], 20).expect("not blocked");
+    let r = db
+        .json_within(&["sync", dir.to_str().unwrap()], 20)
+        .expect("not blocked");
     assert_eq!(r.0, 0, "{}", r.1);
     let skipped = &r.1["skipped"][0];
     assert_eq!(skipped["path"], "login.md", "{}", r.1);
@@ -764,7 +733,9 @@ fn a_synced_file_that_became_a_link_is_neither_read_nor_replaced() {
         (8, Some("conflict")),
         "{e}"
     );
-    let (code, e) = run_within(&db, &["doc", "delete", "kb/zero"], 20).expect("returns");
+    let (code, e) = db
+        .json_within(&["doc", "delete", "kb/zero"], 20)
+        .expect("returns");
     assert_eq!(code, 8, "a link is not deleted either: {e}");
     assert!(std::fs::symlink_metadata(dir.join("zero.md")).is_ok());
 }

@@ -509,16 +509,42 @@ pub fn inspect(dir: &Path, held: u64) -> Result<Option<String>> {
     Ok(plan_replay(&bytes, held).err().map(|d| d.describe(&path)))
 }
 
-/// The bytes of the journal file (None: there is none).
+/// The most bytes a journal kbdb wrote can hold: records until the journal reaches the
+/// checkpoint size, one more record of at most `MAX_RECORD`, and the zeros the file grew by.
+/// A larger file is not one of ours (and reading it whole could exhaust memory: a sparse file
+/// takes no disk for its size).
+pub const MAX_JOURNAL_BYTES: u64 =
+    super::durability::JOURNAL_CHECKPOINT_BYTES + (HEADER + MAX_RECORD) as u64 + GROW;
+
+/// The bytes of the journal file (None: there is none), refusing one larger than any journal
+/// kbdb writes (`MAX_JOURNAL_BYTES`).
 fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
-    let mut file = match super::open_nofollow(path, false) {
+    let file = match super::open_nofollow(path, false) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(super::open_error("read", path, e)),
     };
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| KbError::io(format!("cannot read {}", path.display()), e))?;
+    let read_error = |e| KbError::io(format!("cannot read {}", path.display()), e);
+    let len = file.metadata().map_err(read_error)?.len();
+    let too_large = |len: u64| {
+        KbError::damaged(format!(
+            "the write journal {} is {len} bytes, more than any journal kbdb writes (at most \
+             {MAX_JOURNAL_BYTES}): it is not one of kbdb's, and it is not read. To open the \
+             database without it, move it aside",
+            path.display()
+        ))
+    };
+    if len > MAX_JOURNAL_BYTES {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    // Bounded also if the file grows meanwhile.
+    file.take(MAX_JOURNAL_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_JOURNAL_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
     Ok(Some(bytes))
 }
 

@@ -83,6 +83,35 @@ impl TestDb {
         v
     }
 
+    /// Run with `--format json` and parse stdout (Null when it is not JSON), with its exit code
+    /// (-1: killed by a signal); None when it has not exited within `secs` (it is killed): for
+    /// a command that must not block.
+    pub fn json_within(&self, args: &[&str], secs: u64) -> Option<(i32, Value)> {
+        let mut child = self
+            .process()
+            .args(args)
+            .args(["--format", "json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                let mut out = Vec::new();
+                std::io::Read::read_to_end(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+                return Some((
+                    status.code().unwrap_or(-1),
+                    serde_json::from_slice(&out).unwrap_or(Value::Null),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     /// Run with `--format json` and parse stdout, whatever the exit code (returned with it):
     /// for commands that print their findings and exit non-zero (`check`, `validate`).
     pub fn json_exit(&self, args: &[&str]) -> (Option<i32>, Value) {
@@ -258,4 +287,10 @@ pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
         }
     });
     rx
+}
+
+/// Make a FIFO at `p` (a file that blocks whoever opens it to read until a writer comes).
+pub fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
 }
