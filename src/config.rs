@@ -9,6 +9,9 @@ use crate::error::{KbError, Result};
 
 pub const CONFIG_FILE: &str = "worker.toml";
 
+/// The most bytes of `worker.toml` read (a larger file is refused, naming the bound).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -183,7 +186,7 @@ impl Config {
     /// Load `worker.toml` from `dir` (defaults when absent), then apply environment overrides.
     pub fn load(dir: &Path) -> Result<Config> {
         let file = dir.join(CONFIG_FILE);
-        let mut cfg = match std::fs::read_to_string(&file) {
+        let mut cfg = match crate::files::read_small_text(&file, MAX_CONFIG_BYTES) {
             Ok(text) => toml::from_str::<Config>(&text).map_err(|e| KbError::Config {
                 file: file.clone(),
                 message: e.to_string().trim().replace('\n', " "),

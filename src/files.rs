@@ -1,4 +1,5 @@
-//! File-system operations shared by the parts that replace a user's or an export's files.
+//! File-system operations shared by the parts that replace a user's or an export's files, and
+//! the bounded, non-blocking opens and reads of kbdb's own files.
 
 use std::path::Path;
 
@@ -64,4 +65,100 @@ mod tests {
         let missing = dir.path().join("missing");
         assert!(exchange(&a, &missing).is_err());
     }
+}
+
+/// Read a small file kbdb keeps or is pointed at (its configuration, the daemon's endpoint,
+/// the web tokens): at most `max` bytes (a larger file is an error naming the bound, rather
+/// than a read of whatever size it claims), and without waiting on something that is not a
+/// regular file (opening a FIFO to read waits for a writer).
+pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = open_regular(path, false, 0)?;
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::other(format!(
+            "larger than {max} bytes, more than kbdb reads from it"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// `read_small` of a text file (invalid UTF-8 is an error).
+/// The errors name no path: the caller's message does.
+pub(crate) fn read_small_text(path: &Path, max: u64) -> std::io::Result<String> {
+    String::from_utf8(read_small(path, max)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text: {e}"),
+        )
+    })
+}
+
+/// The last `max` bytes of a file after byte `from` (all of them when it is shorter than
+/// `from`: a log started anew), opened as `read_small` opens.
+pub(crate) fn read_tail(path: &Path, from: u64, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = open_regular(path, false, 0)?;
+    let len = file.metadata()?.len();
+    let from = if from > len { 0 } else { from };
+    file.seek(SeekFrom::Start(from.max(len.saturating_sub(max))))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Open a file of kbdb's (to read; `write`: also to write, creating it when missing) with the
+/// open flags `flags` (e.g. `O_NOFOLLOW`), without waiting on a FIFO (`O_NONBLOCK`), refusing
+/// anything but a regular file (`NotRegular`); reads and writes then block as usual.
+pub(crate) fn open_regular(path: &Path, write: bool, flags: i32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    // A FIFO or a device already there is never opened (opening some devices acts on them).
+    let existing = if flags & libc::O_NOFOLLOW != 0 {
+        std::fs::symlink_metadata(path)
+    } else {
+        std::fs::metadata(path)
+    };
+    if existing.is_ok_and(|m| !m.file_type().is_file() && !m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(NotRegular));
+    }
+    let mut options = std::fs::OpenOptions::new();
+    // One swapped in meanwhile opens without waiting for a writer, and a terminal does not
+    // become this process's.
+    options
+        .read(true)
+        .custom_flags(flags | libc::O_NONBLOCK | libc::O_NOCTTY);
+    if write {
+        options.write(true).create(true).truncate(false);
+    }
+    let file = options.open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(std::io::Error::other(NotRegular));
+    }
+    // SAFETY: fcntl on a descriptor this function owns, with flags it read from it.
+    unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
+}
+
+/// What `open_regular` answers for a FIFO, a device or a folder.
+#[derive(Debug)]
+pub struct NotRegular;
+
+impl std::fmt::Display for NotRegular {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("not a regular file (a FIFO, a device or a folder)")
+    }
+}
+
+impl std::error::Error for NotRegular {}
+
+/// Whether an I/O error is `open_regular`'s `NotRegular`.
+pub(crate) fn is_not_regular(e: &std::io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<NotRegular>())
 }

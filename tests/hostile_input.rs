@@ -1422,3 +1422,36 @@ fn a_fifo_or_a_huge_sparse_file_in_place_of_a_database_file_is_refused_at_once()
     }
     assert_intact(&db, &seed);
 }
+
+#[test]
+fn a_fifo_or_an_oversized_file_as_the_configuration_or_the_daemon_endpoint_never_blocks() {
+    let db = TestDb::new();
+    let seed = seed(&db);
+    db.stop_daemon();
+    let config = db.path().join("worker.toml");
+    let endpoint = db.path().join("daemon.endpoint");
+    let _ = std::fs::remove_file(&config);
+    let _ = std::fs::remove_file(&endpoint);
+    // The daemon's endpoint record as a FIFO: not read, and the client starts a daemon.
+    common::mkfifo(&endpoint);
+    let (code, v) = db.json_within(&["status"], 20).expect("not blocked");
+    assert_eq!(code, 0, "{v}");
+    db.stop_daemon();
+    let _ = std::fs::remove_file(&endpoint);
+    // The configuration as a FIFO, then over its 1 MiB bound: a clear error, at once.
+    let refused = |why: &str| {
+        let (code, e) = db
+            .json_within(&["--embedded", "status"], 20)
+            .expect("not blocked");
+        assert_ne!(code, 0, "{e}");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("worker.toml") && msg.contains(why), "{msg}");
+    };
+    common::mkfifo(&config);
+    refused("not a regular file");
+    std::fs::remove_file(&config).unwrap();
+    std::fs::write(&config, format!("# {}\n", "x".repeat(2 << 20))).unwrap();
+    refused("larger than 1048576 bytes");
+    std::fs::remove_file(&config).unwrap();
+    assert_intact(&db, &seed);
+}

@@ -189,14 +189,10 @@ fn log_len(db_dir: &Path) -> u64 {
 /// The last lines the daemon logged after `from` (a byte offset): the lines of this start.
 fn log_tail(db_dir: &Path, from: u64) -> String {
     let log = db_dir.join(LOG_FILE);
-    let bytes = std::fs::read(&log).unwrap_or_default();
-    // A log shorter than before was started anew (moved aside when it grew too large).
-    let from = if from as usize > bytes.len() {
-        0
-    } else {
-        from as usize
-    };
-    let text = String::from_utf8_lossy(&bytes[from..]);
+    // The last 64 KiB after `from` (a log shorter than before was started anew: moved aside
+    // when it grew too large): enough for the last three lines.
+    let bytes = crate::files::read_tail(&log, from, 64 * 1024).unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().rev().take(3).collect();
     if lines.is_empty() {
         return format!("it logged nothing in {}", log.display());

@@ -114,9 +114,13 @@ pub fn endpoint(db_dir: &Path) -> Result<(PathBuf, PathBuf)> {
 /// environment, without `XDG_RUNTIME_DIR`) still find it instead of starting a second one.
 pub const ENDPOINT_FILE: &str = "daemon.endpoint";
 
+/// The most bytes of `daemon.endpoint` read: a socket path (at most 108 bytes) and a newline.
+const MAX_ENDPOINT_BYTES: u64 = 4096;
+
 /// The socket recorded in the database folder, when it is a socket of this user.
 pub fn recorded_socket(db_dir: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(db_dir.join(ENDPOINT_FILE)).ok()?;
+    let text =
+        crate::files::read_small_text(&db_dir.join(ENDPOINT_FILE), MAX_ENDPOINT_BYTES).ok()?;
     let path = PathBuf::from(text.trim());
     let meta = std::fs::symlink_metadata(&path).ok()?;
     use std::os::unix::fs::FileTypeExt;
@@ -146,7 +150,7 @@ pub(crate) fn record_socket(db_dir: &Path, sock: &Path) -> Result<()> {
 /// Forget the record if it still names `sock`.
 pub(crate) fn forget_socket(db_dir: &Path, sock: &Path) {
     if recorded_socket(db_dir).is_some_and(|p| p == sock)
-        || std::fs::read_to_string(db_dir.join(ENDPOINT_FILE))
+        || crate::files::read_small_text(&db_dir.join(ENDPOINT_FILE), MAX_ENDPOINT_BYTES)
             .is_ok_and(|t| Path::new(t.trim()) == sock)
     {
         let _ = std::fs::remove_file(db_dir.join(ENDPOINT_FILE));

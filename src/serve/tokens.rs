@@ -103,7 +103,8 @@ fn check_name(name: &str) -> Result<()> {
 }
 
 fn read_file(path: &Path) -> Result<TokenFile> {
-    match std::fs::read_to_string(path) {
+    // 1,000 tokens of a few hundred bytes each, with room to spare.
+    match crate::files::read_small_text(path, 16 << 20) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| KbError::Config {
             file: path.to_path_buf(),
             message: format!("not a kbdb token file: {e}"),

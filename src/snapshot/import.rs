@@ -118,24 +118,18 @@ pub fn max_section_bytes(limits: &crate::config::Limits) -> u64 {
 /// blocking on a FIFO or device (`O_NONBLOCK`), and only a regular file. Returns it with its
 /// size.
 fn open_regular(path: &Path) -> std::result::Result<(fs::File, u64), String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.kind() {
+    let file =
+        crate::files::open_regular(path, false, libc::O_NOFOLLOW).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => "is missing".to_string(),
             _ if e.raw_os_error() == Some(libc::ELOOP) => {
                 "is a symbolic link (not followed)".to_string()
             }
+            _ if crate::files::is_not_regular(&e) => "is not a regular file".to_string(),
             _ => format!("cannot be read: {e}"),
         })?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot be read: {e}"))?;
-    if !meta.is_file() {
-        return Err("is not a regular file".into());
-    }
     Ok((file, meta.len()))
 }
 

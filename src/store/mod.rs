@@ -24,43 +24,11 @@ pub use handle::Store;
 /// Open a file of the database folder without following a symbolic link in its place: another
 /// user who could write the folder could plant one to make kbdb write over (or truncate) a file
 /// of the user's. `write`: open it for writing too, creating it when missing. Anything but a
-/// regular file there (a FIFO, a device, a folder) is refused (`NotRegular`) without waiting:
+/// regular file there (a FIFO, a device, a folder) is refused (`files::NotRegular`) without waiting:
 /// opening a FIFO to read it waits for a writer, and would hang every open of the database.
 pub fn open_nofollow(path: &Path, write: bool) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    use std::os::unix::io::AsRawFd;
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    if write {
-        o.write(true).create(true).truncate(false);
-    }
-    let file = o.open(path)?;
-    if !file.metadata()?.file_type().is_file() {
-        return Err(std::io::Error::other(NotRegular));
-    }
-    // Reads and writes of a regular file block as usual (the flag was for the open).
-    // SAFETY: fcntl on a descriptor this function owns, with flags it read from it.
-    unsafe {
-        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
-        }
-    }
-    Ok(file)
+    crate::files::open_regular(path, write, libc::O_NOFOLLOW)
 }
-
-/// A file of the database folder that is not a regular file (`open_nofollow`).
-#[derive(Debug)]
-pub struct NotRegular;
-
-impl std::fmt::Display for NotRegular {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("not a regular file")
-    }
-}
-
-impl std::error::Error for NotRegular {}
 
 /// Create a new file in the database folder for writing; fails when anything (a symbolic link
 /// included) is there by that name.
@@ -88,7 +56,7 @@ pub fn open_error(what: &str, path: &Path, e: std::io::Error) -> KbError {
             ),
         };
     }
-    if e.get_ref().is_some_and(|inner| inner.is::<NotRegular>()) {
+    if crate::files::is_not_regular(&e) {
         return KbError::UnsafeFolder {
             path: path.to_path_buf(),
             message: format!(
