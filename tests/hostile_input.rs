@@ -1455,3 +1455,32 @@ fn a_fifo_or_an_oversized_file_as_the_configuration_or_the_daemon_endpoint_never
     std::fs::remove_file(&config).unwrap();
     assert_intact(&db, &seed);
 }
+
+#[test]
+fn a_fifo_or_a_link_in_the_lexical_index_folder_gets_the_index_rebuilt_not_waited_on() {
+    let db = TestDb::new();
+    let seed = seed(&db);
+    db.stop_daemon();
+    let index = db.path().join("index/lexical");
+    let query = ["--embedded", "search", "pulsars"];
+    let hits = |v: &Value| v["items"].as_array().map_or(0, Vec::len);
+    let (code, before) = db.json_within(&query, 20).expect("a search");
+    assert_eq!(code, 0, "{before}");
+    assert!(hits(&before) > 0, "{before}");
+    // A FIFO in place of the index's meta.json: tantivy would wait on it for a writer.
+    std::fs::remove_file(index.join("meta.json")).unwrap();
+    common::mkfifo(&index.join("meta.json"));
+    let (code, v) = db
+        .json_within(&query, 20)
+        .expect("the open does not wait on a FIFO");
+    assert_eq!((code, hits(&v)), (0, hits(&before)), "{v}");
+    // A link to a file outside: the index is rebuilt, the file it points at left alone.
+    let outside = db.tmp.path().join("not-kbdbs.txt");
+    std::fs::write(&outside, "someone else's").unwrap();
+    std::os::unix::fs::symlink(&outside, index.join("planted.idx")).unwrap();
+    let (code, v) = db.json_within(&query, 20).expect("a search");
+    assert_eq!((code, hits(&v)), (0, hits(&before)), "{v}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "someone else's");
+    assert!(!index.join("planted.idx").exists());
+    assert_intact(&db, &seed);
+}

@@ -147,6 +147,21 @@ pub struct LexicalIndex {
     just_opened: bool,
 }
 
+/// The first entry of the index folder that is not a regular file (a FIFO, a link, a folder,
+/// a device), by its type as listed: nothing is opened or followed.
+fn first_not_regular(dir: &Path) -> Result<Option<std::path::PathBuf>> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| KbError::io(format!("cannot list {}", dir.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| KbError::io(format!("cannot list {}", dir.display()), e))?;
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if !regular {
+            return Ok(Some(entry.path()));
+        }
+    }
+    Ok(None)
+}
+
 fn tantivy_err(context: &str, e: impl std::fmt::Display) -> KbError {
     KbError::Storage(format!("lexical index: {context}: {e}"))
 }
@@ -217,6 +232,14 @@ impl LexicalIndex {
     fn open_existing(path: &Path, plan: Option<&FaultPlan>) -> Result<Option<(LexicalIndex, u64)>> {
         if !path.join("meta.json").exists() {
             return Ok(None);
+        }
+        // tantivy writes regular files only; it would wait forever on a FIFO (opening one to
+        // read waits for a writer). Anything else there makes the index unreadable: rebuilt.
+        if let Some(odd) = first_not_regular(path)? {
+            return Err(KbError::Storage(format!(
+                "{} is not a regular file",
+                odd.display()
+            )));
         }
         let index = match plan {
             None => Index::open_in_dir(path),
@@ -290,6 +313,7 @@ impl LexicalIndex {
 
     /// Delete the index folder and index every section of the store.
     fn rebuild_at(path: &Path, db: &Database, plan: Option<&FaultPlan>) -> Result<LexicalIndex> {
+        // `remove_dir_all` removes links and FIFOs without following or opening them.
         if path.exists() {
             std::fs::remove_dir_all(path)
                 .map_err(|e| KbError::io(format!("cannot remove {}", path.display()), e))?;
