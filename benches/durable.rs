@@ -21,8 +21,12 @@
 //!
 //! ```text
 //! cargo bench --bench durable -- --jsonl /tmp/kbdb-scale/s100000/learn.jsonl [--lines 2000]
-//!                                [--rounds 3] [--writers 1,8] [--kbdb journal,redb]
+//!                                [--rounds 3] [--writers 1,8] [--kbdb journal,redb] [--json FILE]
 //! ```
+//!
+//! `--json FILE` also writes the rounds as `{"lines", "rounds": [{ENGINE: {"writes_per_s",
+//! "p50_ms", "p99_ms", "over_fts5"}}]}`, ENGINE as in the table (`fts5`, `kbdb ×1`, …), for
+//! `tools/bench-scale.sh`.
 
 mod common;
 use common::{BoxError, arg};
@@ -165,6 +169,11 @@ fn run(args: &[String]) -> Result<(), BoxError> {
         .map(PathBuf::from)
         .ok_or("--jsonl PATH is required (a learn.jsonl of tools/make-scale-corpus.py)")?;
     let n = arg(args, "--lines", 2000);
+    let json_out = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(PathBuf::from);
     let rounds = arg(args, "--rounds", 3);
     let engines: Vec<String> = args
         .iter()
@@ -204,6 +213,7 @@ fn run(args: &[String]) -> Result<(), BoxError> {
         "{:<6} {:<13} {:>9} {:>8} {:>8} {:>9}",
         "round", "engine", "writes/s", "p50 ms", "p99 ms", "/ FTS5"
     );
+    let mut json_rounds = Vec::new();
     for round in 1..=rounds {
         let fts5 = fts5_run(&kit, &jsonl, lines.len(), work.path())?;
         let mut runs = vec![("fts5".to_string(), fts5)];
@@ -218,6 +228,19 @@ fn run(args: &[String]) -> Result<(), BoxError> {
             }
         }
         let fts5_rate = runs[0].1.writes_per_s;
+        json_rounds.push(serde_json::Value::Object(
+            runs.iter()
+                .map(|(name, r)| {
+                    let v = serde_json::json!({
+                        "writes_per_s": r.writes_per_s,
+                        "p50_ms": r.p50_ms,
+                        "p99_ms": r.p99_ms,
+                        "over_fts5": r.writes_per_s / fts5_rate,
+                    });
+                    (name.clone(), v)
+                })
+                .collect(),
+        ));
         for (name, r) in &runs {
             println!(
                 "{round:<6} {name:<13} {:>9.0} {:>8.3} {:>8.3} {:>8.2}×",
@@ -227,6 +250,10 @@ fn run(args: &[String]) -> Result<(), BoxError> {
                 r.writes_per_s / fts5_rate
             );
         }
+    }
+    if let Some(path) = json_out {
+        let v = serde_json::json!({"lines": lines.len(), "rounds": json_rounds});
+        std::fs::write(&path, format!("{v}\n"))?;
     }
     Ok(())
 }

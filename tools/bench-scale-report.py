@@ -54,7 +54,8 @@ def main():
         cols.append((s, {k: j(k) for k in ("meta", "fts5", "fts5-proc", "learn", "learn-proc", "open-proc",
                                            "status", "daemon", "latency", "sync-proc", "sync", "sync-report",
                                            "learn-daemon", "learn-daemon-proc",
-                                           "durable1", "durable8", "durable-embedded")}))
+                                           "durable1", "durable8", "durable-embedded",
+                                           "durable-inprocess")}))
     rows = []
 
     def row(label, fn):
@@ -151,6 +152,20 @@ def main():
             lambda c: "–" if not c["durable-embedded"] else ratio(kv(c, "durable-embedded", "sections_per_s"), kv(c, "fts5", "ingest_durable", "sections_per_s")))
         row("durable kbdb 8 writers / FTS5 1 writer (target ≥ 2×)",
             lambda c: "–" if not c["durable8"] else ratio(kv(c, "durable8", "sections_per_s"), kv(c, "fts5", "ingest_durable", "sections_per_s")))
+    # durable in process on both sides (benches/durable.rs: its own FTS5 run, same round)
+    if any(c["durable-inprocess"] for _, c in cols):
+        def inproc(c, engine):
+            rounds = (c["durable-inprocess"] or {}).get("rounds") or []
+            return rounds[0].get(engine) if rounds else None
+        for engine, label in (("fts5", "FTS5 `synchronous=FULL`"), ("kbdb ×1", "kbdb `Kb::learn`, 1 thread"),
+                              ("kbdb ×8", "kbdb `Kb::learn`, 8 threads")):
+            row("durable in process, %s writes/s (p50 / p99 ms)" % label,
+                lambda c, e=engine: "–" if not inproc(c, e) else "%s (%s / %s)" % (
+                    f(inproc(c, e)["writes_per_s"], 0), f(inproc(c, e)["p50_ms"], 2), f(inproc(c, e)["p99_ms"], 2)))
+        row("durable in process, 1 thread / FTS5 (target ≥ 1×)",
+            lambda c: "–" if not inproc(c, "kbdb ×1") else "%.2f×" % inproc(c, "kbdb ×1")["over_fts5"])
+        row("durable in process, 8 threads / FTS5 1 writer (target ≥ 2×)",
+            lambda c: "–" if not inproc(c, "kbdb ×8") else "%.2f×" % inproc(c, "kbdb ×8")["over_fts5"])
         row("FTS5 fdatasync probe p50 ms", lambda c: f(kv(c, "fts5", "fdatasync_ms", "p50"), 3))
     print("| measurement | " + " | ".join(s[1:] for s, _ in cols) + " |")
     print("|---|" + "---|" * len(cols))

@@ -2,7 +2,7 @@
 # Scale benchmark (issue 32): kbdb and SQLite FTS5 side by side at 100k / 300k / 1M sections.
 #
 #   tools/bench-scale.sh [--sizes 100000,300000,1000000] [--kbdb BIN] [--out DIR] [--src DIR]
-#                        [--sync-max N] [--durable N] [--keep]
+#                        [--sync-max N] [--durable N] [--keep] [--no-inprocess]
 #
 # For each size N (smallest first), in one run:
 #   0. the corpus: tools/make-scale-corpus.py SRC /tmp/kbdb-scale/sN --sections N (built once,
@@ -23,7 +23,9 @@
 #   6. with --durable N (default 10000 at the smallest size only, 0 = off): one acknowledged
 #      write at a time through the daemon (1 writer, N lines) and 8 concurrent writers
 #      (N lines in all), then 1 writer in a process of its own (`--embedded`, N lines), each
-#      into a fresh database (tools/bench_scale_drive.py durable);
+#      into a fresh database (tools/bench_scale_drive.py durable); then the same in process on
+#      both sides, `Kb::learn` from 1 and 8 threads against FTS5's own durable ingest
+#      (`cargo bench --bench durable`, built from this checkout; --no-inprocess skips it);
 #   each timed write step starts after `sync` and a second's pause (the previous step's
 #   writeback out of the way); then the databases of that size are deleted (unless --keep).
 # tools/bench-scale-report.py prints the Markdown table (kbdb, FTS5, kbdb/FTS5 per size).
@@ -38,6 +40,7 @@ SRC=/tmp/kbdb-bench/devdocs
 SYNC_MAX=300000
 DURABLE=10000
 KEEP=0
+INPROCESS=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -47,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --sync-max) SYNC_MAX=$2; shift 2 ;;
     --durable) DURABLE=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --no-inprocess) INPROCESS=0; shift ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -222,6 +226,15 @@ PY
     python3 "$ROOT/tools/bench_scale_drive.py" durable "$BIN" "$W/dure" "$C/learn.jsonl" --writers 1 --lines "$dur" --embedded > "$P/durable-embedded.json"
     cat "$P/durable1.json" "$P/durable8.json" "$P/durable-embedded.json" >&2
     rm -rf "$W/dur1" "$W/dur8" "$W/dure"
+    # The same in process on both sides: `Kb::learn` from 1 and 8 threads against FTS5's own
+    # durable ingest, one round (benches/durable.rs; built from this checkout, not BIN).
+    if [[ $INPROCESS == 1 ]]; then
+      settle
+      log "s$n: durable ingest in process (cargo bench --bench durable, $dur lines, 1 and 8 threads)"
+      (cd "$ROOT" && cargo bench --quiet --bench durable -- --jsonl "$C/learn.jsonl" --lines "$dur" \
+        --rounds 1 --writers 1,8 --json "$P/durable-inprocess.json") > "$P/durable-inprocess.txt" 2>&1 \
+        || log "s$n: the in-process durable bench failed: $P/durable-inprocess.txt"
+    fi
   fi
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["loadavg_end"]=sys.argv[2]; json.dump(m, open(sys.argv[1],"w"))' "$P/meta.json" "$(loadavg)"
   [[ $KEEP == 1 ]] || rm -rf "$DB"
