@@ -68,20 +68,53 @@ mod tests {
 }
 
 /// Read a small file kbdb keeps or is pointed at (its configuration, the daemon's endpoint,
-/// the web tokens): at most `max` bytes (a larger file is an error naming the bound, rather
-/// than a read of whatever size it claims), and without waiting on something that is not a
-/// regular file (opening a FIFO to read waits for a writer).
+/// the web tokens): `read_bounded` without open flags.
 pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    read_bounded(path, max, 0)
+}
+
+/// A file's bytes, at most `max` of them: its size is checked before anything is read (a
+/// sparse file can claim any size) and the read stops past `max` should it grow meanwhile
+/// (`TooLarge` either way); opened by `open_regular` with `flags`, so a FIFO never blocks.
+pub(crate) fn read_bounded(path: &Path, max: u64, flags: i32) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let file = open_regular(path, false, 0)?;
-    let mut bytes = Vec::new();
+    let file = open_regular(path, false, flags)?;
+    let too_large = |len| std::io::Error::other(TooLarge { len, max });
+    let len = file.metadata()?.len();
+    if len > max {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
     file.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(std::io::Error::other(format!(
-            "larger than {max} bytes, more than kbdb reads from it"
-        )));
+        return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+/// What `read_bounded` answers for a file over its bound.
+#[derive(Debug)]
+pub struct TooLarge {
+    pub len: u64,
+    pub max: u64,
+}
+
+impl std::fmt::Display for TooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bytes, larger than {} bytes: more than kbdb reads from it",
+            self.len, self.max
+        )
+    }
+}
+
+impl std::error::Error for TooLarge {}
+
+/// `read_bounded`'s `TooLarge`, when that is what `e` is.
+pub(crate) fn too_large(e: &std::io::Error) -> Option<&TooLarge> {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<TooLarge>())
 }
 
 /// `read_small` of a text file (invalid UTF-8 is an error).

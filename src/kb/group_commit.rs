@@ -60,6 +60,18 @@ impl CommitQueue {
     fn lock(&self) -> MutexGuard<'_, QueueState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Batches waiting to join a group (tests).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    /// Whether a thread is committing a group (tests).
+    #[cfg(test)]
+    pub(crate) fn committing(&self) -> bool {
+        self.lock().committing
+    }
 }
 
 /// Ends a thread's turn at committing, also when the group panicked: the next queued batch's

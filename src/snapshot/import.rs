@@ -114,44 +114,37 @@ pub fn max_section_bytes(limits: &crate::config::Limits) -> u64 {
         .saturating_add(limits.max_content_bytes / 8)
 }
 
+/// Why a file of the layout could not be opened or read, as an import reports it.
+fn layout_file_error(e: std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "is missing".to_string(),
+        _ if e.raw_os_error() == Some(libc::ELOOP) => {
+            "is a symbolic link (not followed)".to_string()
+        }
+        _ if crate::files::is_not_regular(&e) => "is not a regular file".to_string(),
+        _ => match crate::files::too_large(&e) {
+            Some(t) => format!("is {} bytes; the limit for this file is {}", t.len, t.max),
+            None => format!("cannot be read: {e}"),
+        },
+    }
+}
+
 /// Open a file of the layout for reading: never through a symbolic link (`O_NOFOLLOW`), never
 /// blocking on a FIFO or device (`O_NONBLOCK`), and only a regular file. Returns it with its
 /// size.
 fn open_regular(path: &Path) -> std::result::Result<(fs::File, u64), String> {
     let file =
-        crate::files::open_regular(path, false, libc::O_NOFOLLOW).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "is missing".to_string(),
-            _ if e.raw_os_error() == Some(libc::ELOOP) => {
-                "is a symbolic link (not followed)".to_string()
-            }
-            _ if crate::files::is_not_regular(&e) => "is not a regular file".to_string(),
-            _ => format!("cannot be read: {e}"),
-        })?;
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        crate::files::open_regular(path, false, libc::O_NOFOLLOW).map_err(layout_file_error)?;
+    let meta = file.metadata().map_err(layout_file_error)?;
     Ok((file, meta.len()))
 }
 
-/// A regular file's bytes, at most `max` of them: the size is checked before anything is read
-/// (a sparse 50 GB file is refused, not read), and the read stops past `max` should the file
-/// grow meanwhile. Symbolic links, FIFOs and devices are refused.
+/// A regular file's bytes, at most `max` of them (`files::read_bounded`: the size is checked
+/// before anything is read, so a sparse 50 GB file is refused, not read). Symbolic links, FIFOs
+/// and devices are refused.
 #[doc(hidden)] // public for the fuzz targets (fuzz/)
 pub fn read_bounded(path: &Path, max: u64) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
-    let (file, len) = open_regular(path)?;
-    let too_big = |n: u64| format!("is {n} bytes; the limit for this file is {max}");
-    if len > max {
-        return Err(too_big(len));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(too_big(bytes.len() as u64));
-    }
-    Ok(bytes)
+    crate::files::read_bounded(path, max, libc::O_NOFOLLOW).map_err(layout_file_error)
 }
 
 fn read_toml<T: serde::de::DeserializeOwned>(

@@ -17,7 +17,6 @@
 
 use std::borrow::Borrow;
 use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use redb::{
@@ -517,35 +516,22 @@ pub const MAX_JOURNAL_BYTES: u64 =
     super::durability::JOURNAL_CHECKPOINT_BYTES + (HEADER + MAX_RECORD) as u64 + GROW;
 
 /// The bytes of the journal file (None: there is none), refusing one larger than any journal
-/// kbdb writes (`MAX_JOURNAL_BYTES`).
+/// kbdb writes (`MAX_JOURNAL_BYTES`) unread.
 fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
-    let file = match super::open_nofollow(path, false) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(super::open_error("read", path, e)),
-    };
-    let read_error = |e| KbError::io(format!("cannot read {}", path.display()), e);
-    let len = file.metadata().map_err(read_error)?.len();
-    let too_large = |len: u64| {
-        KbError::damaged(format!(
-            "the write journal {} is {len} bytes, more than any journal kbdb writes (at most \
-             {MAX_JOURNAL_BYTES}): it is not one of kbdb's, and it is not read. To open the \
-             database without it, move it aside",
-            path.display()
-        ))
-    };
-    if len > MAX_JOURNAL_BYTES {
-        return Err(too_large(len));
+    match crate::files::read_bounded(path, MAX_JOURNAL_BYTES, libc::O_NOFOLLOW) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(match crate::files::too_large(&e) {
+            Some(t) => KbError::damaged(format!(
+                "the write journal {} is {} bytes, more than any journal kbdb writes (at most \
+                 {MAX_JOURNAL_BYTES}): it is not one of kbdb's, and it is not read. To open the \
+                 database without it, move it aside",
+                path.display(),
+                t.len
+            )),
+            None => super::open_error("read", path, e),
+        }),
     }
-    let mut bytes = Vec::with_capacity(len as usize);
-    // Bounded also if the file grows meanwhile.
-    file.take(MAX_JOURNAL_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_error)?;
-    if bytes.len() as u64 > MAX_JOURNAL_BYTES {
-        return Err(too_large(bytes.len() as u64));
-    }
-    Ok(Some(bytes))
 }
 
 /// Replay the journal of `dir` into `db`: the records after the durable `journal_seq`, in one

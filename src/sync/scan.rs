@@ -427,29 +427,26 @@ fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
 }
 
 /// Open a file of a synced folder for reading, refusing anything but a regular file, without
-/// ever blocking or following a link: the entry is looked at first (a FIFO or device is never
-/// opened), then opened with `O_NOFOLLOW | O_NONBLOCK` (a link or FIFO swapped in meanwhile
-/// fails or opens without waiting for a writer) and the open file checked again.
+/// ever blocking or following a link (`files::open_regular` with `O_NOFOLLOW`: the entry is
+/// looked at first, so a FIFO or device is never opened; one swapped in meanwhile opens without
+/// waiting for a writer and is refused), saying what the entry is when it is refused.
 pub fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), OpenError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let io = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::NotFound => OpenError::Missing,
-        _ if e.raw_os_error() == Some(libc::ELOOP) => OpenError::NotRegular("a symbolic link"),
-        _ => OpenError::Io(e),
+    // What the entry is, in words, when it is not a regular file (after the refusal, without
+    // opening anything).
+    let not_regular = || {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .and_then(|m| kind_of(m.file_type()))
+            .unwrap_or("not a regular file")
     };
-    let m = std::fs::symlink_metadata(path).map_err(io)?;
-    if let Some(what) = kind_of(m.file_type()) {
-        return Err(OpenError::NotRegular(what));
-    }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(io)?;
+    let f =
+        crate::files::open_regular(path, false, libc::O_NOFOLLOW).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => OpenError::Missing,
+            _ if e.raw_os_error() == Some(libc::ELOOP) => OpenError::NotRegular("a symbolic link"),
+            _ if crate::files::is_not_regular(&e) => OpenError::NotRegular(not_regular()),
+            _ => OpenError::Io(e),
+        })?;
     let m = f.metadata().map_err(OpenError::Io)?;
-    if let Some(what) = kind_of(m.file_type()) {
-        return Err(OpenError::NotRegular(what));
-    }
     Ok((f, m))
 }
 

@@ -172,11 +172,7 @@ fn a_journal_append_that_fails_fails_its_write_and_a_replay_skips_it() {
     learn("fourth: durable in redb").unwrap();
     learn("fifth: through the journal again").unwrap();
     assert_eq!(records()[0].0, 3);
-    let copy = tempfile::tempdir().unwrap();
-    for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
-        std::fs::copy(tmp.path().join(f), copy.path().join(f)).unwrap();
-    }
-    let kb2 = Kb::open(copy.path()).unwrap();
+    let (_copy, kb2) = opened_as_if_killed(tmp.path());
     assert_eq!(kb2.status().unwrap().sections, 4);
     assert_eq!(kb2.search(&SearchRequest::new("fsync")).unwrap().total, 0);
     assert_eq!(kb2.search(&SearchRequest::new("fifth")).unwrap().total, 1);
@@ -280,11 +276,8 @@ fn a_process_of_its_own_journals_its_writes_after_the_first_and_a_lone_write_cos
 
     // Writes that follow go through the journal: one fsync of it each, none of the store
     // (no checkpoint falls due during the test).
-    std::fs::write(
-        tmp.path().join(crate::config::CONFIG_FILE),
-        "[daemon]\njournal_checkpoint_ms = 3600000\n",
-    )
-    .unwrap();
+    let config = tmp.path().join(crate::config::CONFIG_FILE);
+    std::fs::write(config, "[daemon]\njournal_checkpoint_ms = 3600000\n").unwrap();
     let plan = FaultPlan::new();
     let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
     kb.learn(LearnRequest::text(
@@ -300,11 +293,7 @@ fn a_process_of_its_own_journals_its_writes_after_the_first_and_a_lone_write_cos
     assert_eq!(after.0, before.0, "no redb fsync for a journaled write");
     assert_eq!(after.1, before.1 + 3);
     // Killed now (the files copied as they are): the next open replays the three.
-    let copy = tempfile::tempdir().unwrap();
-    for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
-        std::fs::copy(tmp.path().join(f), copy.path().join(f)).unwrap();
-    }
-    let kb2 = Kb::open(copy.path()).unwrap();
+    let (_copy, kb2) = opened_as_if_killed(tmp.path());
     assert_eq!(kb2.status().unwrap().sections, 5);
     assert_eq!(
         kb2.search(&SearchRequest::new("journaled")).unwrap().total,
@@ -322,12 +311,7 @@ fn a_process_of_its_own_journals_its_writes_after_the_first_and_a_lone_write_cos
 #[test]
 fn with_the_journal_off_in_the_config_every_write_commits_durably_in_redb() {
     use store::faults::{FaultPlan, Op, Target};
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join(crate::config::CONFIG_FILE),
-        "[daemon]\njournal = false\n",
-    )
-    .unwrap();
+    let tmp = folder_with_config("[daemon]\njournal = false\n");
     let plan = FaultPlan::new();
     let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
     for i in 0..3 {

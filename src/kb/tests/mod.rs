@@ -17,6 +17,25 @@ use crate::store::txn::{ReadTables, WriteTables};
 use crate::types::*;
 use crate::{SearchRequest, WriteOp, WriteOutcome, now};
 
+/// A temporary database folder holding `worker.toml` with `config` (opened by the caller).
+fn folder_with_config(config: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join(crate::config::CONFIG_FILE), config).unwrap();
+    tmp
+}
+
+/// The database of `dir` as a kill -9 would leave it now: its store and journal files copied
+/// as they are (what the process wrote is in the page cache), opened in a folder of their own,
+/// which replays the journal.
+fn opened_as_if_killed(dir: &std::path::Path) -> (tempfile::TempDir, Kb) {
+    let copy = tempfile::tempdir().unwrap();
+    for f in [store::DB_FILE, store::journal::JOURNAL_FILE] {
+        std::fs::copy(dir.join(f), copy.path().join(f)).unwrap();
+    }
+    let kb = Kb::open(copy.path()).unwrap();
+    (copy, kb)
+}
+
 /// A learn of `text` into the document `docid`.
 fn in_document(text: &str, docid: &str) -> LearnRequest {
     LearnRequest {

@@ -363,12 +363,7 @@ fn a_scan_made_before_the_transaction_is_completed_with_what_was_committed_since
 /// batch limit; failed preparations answer for themselves.
 #[test]
 fn writes_join_the_group_being_applied_up_to_the_batch_limit() {
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(
-        tmp.path().join(crate::config::CONFIG_FILE),
-        "[limits]\nmax_batch = 4\n",
-    )
-    .unwrap();
+    let tmp = folder_with_config("[limits]\nmax_batch = 4\n");
     let (kb, _) = Kb::open_or_create(tmp.path()).unwrap();
     let prep = |text: &str| kb.prepare_write(WriteOp::Learn(LearnRequest::text(text)));
     let seq_before = kb.last_change_seq().unwrap();
@@ -799,4 +794,61 @@ fn the_index_thread_catches_up_after_a_write_and_a_close_waits_for_it() {
         kb.search(&SearchRequest::new("kestrels")).unwrap().total,
         20
     );
+}
+
+#[test]
+fn a_write_that_joined_a_group_that_fails_fails_with_it_and_changes_nothing() {
+    use store::faults::{Errno, FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.learn(LearnRequest::text("the first write starts the journal"))
+        .unwrap();
+    // Hold the writers' turn: the next write's thread commits a group and waits inside it, so
+    // the write after it queues and is taken into that group.
+    let turn = kb.loaded_index_turn().unwrap();
+    let next_sync = plan.count(Target::Journal, Op::Sync) + 1;
+    plan.fail_nth(Target::Journal, Op::Sync, next_sync, Errno::Eio);
+    let (first, second) = std::thread::scope(|s| {
+        let first = s.spawn(|| kb.learn(LearnRequest::text("the committing thread's write")));
+        let start = std::time::Instant::now();
+        while !kb.commit_queue.committing() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let second = s.spawn(|| {
+            kb.learn_many(vec![
+                LearnRequest::text("a queued write"),
+                LearnRequest::text("and its second section"),
+            ])
+        });
+        while kb.commit_queue.waiting() == 0 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(turn);
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    // The group's journal fsync failed: both threads' writes fail, and none of them is there.
+    let first = first.unwrap_err().to_string();
+    let second = second.unwrap_err().to_string();
+    assert!(first.contains("kbdb.journal"), "{first}");
+    assert!(second.contains("kbdb.journal"), "{second}");
+    assert_eq!(
+        plan.count(Target::Journal, Op::Sync),
+        next_sync,
+        "one group, one fsync"
+    );
+    assert_eq!(kb.status().unwrap().sections, 1);
+    for text in ["committing", "queued"] {
+        assert_eq!(
+            kb.search(&SearchRequest::new(text)).unwrap().total,
+            0,
+            "{text}"
+        );
+    }
+    // The next writes go on.
+    kb.learn(LearnRequest::text("after the failed group"))
+        .unwrap();
+    assert_eq!(kb.status().unwrap().sections, 2);
 }
