@@ -840,7 +840,7 @@ type GroupOutcome = std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>
 /// Commit one group, holding the turn (see `Kb::write_prepared_joining` for `more`). A panic
 /// while the group is applied (a damaged page) fails the group's writes and leaves the daemon
 /// running; the store is reopened before the next group, since redb's state in memory may be
-/// half-changed (`Kb::recover_from_panic`).
+/// half-changed (`Kb::recover_from_panic`, called by `write_prepared_joining` as it unwinds).
 fn commit_group(
     state: &State,
     ops: Vec<Result<crate::PreparedWrite>>,
@@ -849,10 +849,8 @@ fn commit_group(
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         state.kb.write_prepared_joining(ops, more)
     }))
-    .unwrap_or_else(|payload| {
-        state.kb.recover_from_panic();
-        Err(crate::store::panic_error("the write", payload.as_ref()))
-    });
+    // `write_prepared_joining` has recovered the `Kb` on its way out.
+    .unwrap_or_else(|payload| Err(crate::store::panic_error("the write", payload.as_ref())));
     if let Ok(results) = &outcome {
         let acknowledged = results.iter().filter(|r| r.is_ok()).count();
         state

@@ -316,6 +316,8 @@ impl Kb {
         prepared: Vec<Result<PreparedWrite>>,
         mut more: impl FnMut(usize) -> Option<Vec<Result<PreparedWrite>>>,
     ) -> Result<Vec<Result<WriteOutcome>>> {
+        // Declared first, so dropped after the journal and index guards below are released.
+        let _recover = RecoverIfUnwinding(self);
         let start = Instant::now();
         self.check_batch(prepared.len())?;
         let limit = self.config.limits.max_batch;
@@ -567,24 +569,23 @@ impl Kb {
             last_durable: Instant::now(),
             every: std::time::Duration::from_millis(self.config.daemon.journal_checkpoint_ms),
             skip_to: None,
-            claim_next: false,
+            unfinished: None,
             // Whatever the file holds is in the database (replayed when it opened).
             durable_first: true,
         })
     }
 
-    /// After a panic while a write group was applied (a damaged page: the daemon's writer goes
-    /// on): the database is closed and opened again at the next access (redb's state in memory
-    /// may be half-changed), and the next group commits durably, claiming the journal number
-    /// the failed group may have used, so that a replay never takes a record of it for one of
-    /// a later group.
-    pub fn recover_from_panic(&self) {
+    /// After a panic while a write group was applied or committed (a damaged page: the daemon's
+    /// writer, a library user's threads go on): the database is closed and opened again at the
+    /// next access (redb's state in memory may be half-changed), the failed group's journal
+    /// record, if it wrote one, is taken back so that no replay applies it (its writers were
+    /// told it failed), and the next group commits durably (`JournalState::after_panic`).
+    fn recover_from_panic(&self) {
         self.store.mark_failed();
         self.journal.clear_poison();
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(j) = slot.as_mut() {
-            j.durable_first = true;
-            j.claim_next = true;
+            j.after_panic();
         }
         drop(slot);
         self.recover_locks();
@@ -650,6 +651,22 @@ impl Kb {
             slot.take();
         }
         Ok(())
+    }
+}
+
+/// Recovers the `Kb` when a write group panics on its way (`Kb::recover_from_panic`), for every
+/// caller of `write_prepared_joining`: the daemon's writer, the threads of a library user's
+/// group commit, an engine write. redb skips a panicked transaction's abort (its pages are
+/// leaked and the file marked for repair), the in-memory indexes may be half-applied, and the
+/// journal's next record number may be taken: the store is reopened at the next access and the
+/// next group commits durably.
+struct RecoverIfUnwinding<'kb>(&'kb Kb);
+
+impl Drop for RecoverIfUnwinding<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.recover_from_panic();
+        }
     }
 }
 

@@ -37,9 +37,9 @@ pub(crate) struct JournalState {
     /// append or the commit failed): the next commit is durable and claims this number, so a
     /// replay skips it.
     pub(crate) skip_to: Option<u64>,
-    /// The next durable commit claims the number after the one the database holds (a group
-    /// failed by a panic may have appended a record with it).
-    pub(crate) claim_next: bool,
+    /// The number of a record appended (or being appended) whose transaction has not
+    /// committed yet: still set after a panic on the way, when `after_panic` takes it back.
+    pub(crate) unfinished: Option<u64>,
     /// A durable commit must come before the next record (an append failed, and its torn
     /// record could hide the next ones from a replay; or the journal was just opened and holds
     /// records the next ones overwrite).
@@ -50,7 +50,6 @@ impl JournalState {
     pub(crate) fn checkpoint_due(&self) -> bool {
         self.durable_first
             || self.skip_to.is_some()
-            || self.claim_next
             || self.last_durable.elapsed() >= self.every
             || self.journal.bytes() >= JOURNAL_CHECKPOINT_BYTES
     }
@@ -60,7 +59,7 @@ impl JournalState {
     /// file's records are in the database) or after a checkpoint: a process that wrote once
     /// (durably, the first group after a start) closes without another commit.
     pub(crate) fn holds_writes(&self) -> bool {
-        self.journal.bytes() > 0 || self.skip_to.is_some() || self.claim_next
+        self.journal.bytes() > 0 || self.skip_to.is_some()
     }
 
     /// Before a durable commit: claim a record that must not be replayed.
@@ -69,17 +68,27 @@ impl JournalState {
             let held = journal::applied_seq(txn)?;
             journal::set_applied_seq(txn, held.max(seq))?;
         }
-        if self.claim_next {
-            let held = journal::applied_seq(txn)?;
-            journal::set_applied_seq(txn, held + 1)?;
-        }
         Ok(())
+    }
+
+    /// After a panic while a group was committed (`Kb::recover_from_panic`): the record of a
+    /// group that panicked between its append and its commit is taken back from the file
+    /// (`Journal::take_back_last`), and its number is claimed by the next commit, which is
+    /// durable. Should the file not take the zeros (an I/O error besides the panic), the claim
+    /// still keeps every replay after that commit from applying the record.
+    pub(crate) fn after_panic(&mut self) {
+        if let Some(seq) = self.unfinished.take() {
+            if let Err(e) = self.journal.take_back_last() {
+                tracing::error!("cannot take back the journal record of a failed group: {e}");
+            }
+            self.skip_to = Some(self.skip_to.map_or(seq, |s| s.max(seq)));
+        }
+        self.durable_first = true;
     }
 
     /// After a durable commit: every record is in the database; the journal starts over.
     pub(crate) fn after_durable(&mut self) {
         self.skip_to = None;
-        self.claim_next = false;
         self.durable_first = false;
         self.last_durable = Instant::now();
         self.journal.reset();
@@ -109,12 +118,17 @@ pub(crate) fn commit_group(
             // take back.
             journal::set_applied_seq(&txn, seq)?;
             txn.set_durability(Durability::None)?;
+            // Until the commit returns; a panic on the way leaves it set (`after_panic`).
+            j.unfinished = Some(seq);
             if let Err(e) = j.journal.append(&bytes) {
+                j.unfinished = None;
                 j.durable_first = true;
                 j.skip_to = Some(seq);
                 return Err(e);
             }
-            if let Err(e) = txn.commit() {
+            let committed = txn.commit();
+            j.unfinished = None;
+            if let Err(e) = committed {
                 j.skip_to = Some(seq);
                 return Err(e.into());
             }

@@ -3,8 +3,8 @@
 //! A [`FaultPlan`] is shared by the store's redb backend ([`super::handle::StoreBackend`]) and
 //! the lexical index's tantivy directory ([`FaultyDirectory`]). It counts every write and every
 //! fsync of each, and fails the N-th one of a kind with `EIO` or `ENOSPC`, or — "disk full" —
-//! every write, file growth and fsync from some point on, until it is cleared. A database opened
-//! without a plan (`Kb::open`) never consults one.
+//! every write, file growth and fsync from some point on, until it is cleared, or makes the N-th
+//! one panic. A database opened without a plan (`Kb::open`) never consults one.
 
 use std::fmt;
 use std::io::{self, Write};
@@ -80,6 +80,8 @@ struct PlanState {
     full: bool,
     /// The disk fills up at the N-th call of this target and kind.
     fill_at: Option<(Target, Op, u64)>,
+    /// The N-th call of this target and kind panics (once), as redb does on a damaged page.
+    panic_at: Option<(Target, Op, u64)>,
     fired: Vec<Fired>,
 }
 
@@ -145,6 +147,12 @@ impl FaultPlan {
         plan
     }
 
+    /// The `n`-th call (counted since the plan was made) of `target` and `op` panics, once: a
+    /// panic inside the store's write path, as redb's on a damaged page.
+    pub fn panic_nth(&self, target: Target, op: Op, n: u64) {
+        self.state().panic_at = Some((target, op, n));
+    }
+
     /// Space is back: writes work again.
     pub fn free_disk(&self) {
         self.state().full = false;
@@ -173,6 +181,11 @@ impl FaultPlan {
         let i = slot(target, op);
         s.counts[i] += 1;
         let n = s.counts[i];
+        if s.panic_at == Some((target, op, n)) {
+            s.panic_at = None;
+            drop(s);
+            panic!("injected panic at {call} {n} of {target:?} (fault plan)");
+        }
         if s.fill_at == Some((target, op, n)) {
             s.fill_at = None;
             s.full = true;

@@ -606,6 +606,8 @@ pub struct Journal {
     file: File,
     /// Where the next record goes: the bytes written since the journal last started over.
     offset: u64,
+    /// Where the last record appended (or being appended) starts, and its length.
+    last: (u64, u64),
     /// The file's length (zeros past the records written).
     len: u64,
     /// The fault plan of a test (None on the normal path).
@@ -627,6 +629,7 @@ impl Journal {
             path,
             file,
             offset: 0,
+            last: (0, 0),
             len,
             plan,
         })
@@ -636,6 +639,7 @@ impl Journal {
     pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
         use std::os::unix::fs::FileExt;
         let end = self.offset + bytes.len() as u64;
+        self.last = (self.offset, bytes.len() as u64);
         let fault = |op, call| match &self.plan {
             None => Ok(()),
             Some(plan) => plan.check(Target::Journal, op, call, true),
@@ -674,6 +678,30 @@ impl Journal {
             KbError::io(format!("{why}cannot write {}", self.path.display()), e)
         })?;
         self.offset = end;
+        Ok(())
+    }
+
+    /// Take back the last record appended, or being appended, whose group did not commit (it
+    /// panicked on the way): its bytes are overwritten with zeros and made durable, so that no
+    /// replay (the store's reopen after the panic, or the open after a crash) applies a group
+    /// whose writers were told that it failed. A replay's chain of records ends where it began,
+    /// and the next record is written there.
+    pub fn take_back_last(&mut self) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let (at, len) = self.last;
+        let end = (at + len).min(self.len);
+        let zeros = [0u8; 4096];
+        let mut pos = at;
+        let r = (|| {
+            while pos < end {
+                let n = (end - pos).min(zeros.len() as u64) as usize;
+                self.file.write_all_at(&zeros[..n], pos)?;
+                pos += n as u64;
+            }
+            self.file.sync_data()
+        })();
+        r.map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
+        self.offset = at;
         Ok(())
     }
 

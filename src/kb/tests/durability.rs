@@ -323,3 +323,62 @@ fn with_the_journal_off_in_the_config_every_write_commits_durably_in_redb() {
     assert_eq!(plan.count(Target::Journal, Op::Sync), 0);
     assert!(!tmp.path().join(store::journal::JOURNAL_FILE).exists());
 }
+
+/// The checkpoint at the end of a stream of writes fails (the store's fsync): every write of
+/// the stream was acknowledged from the journal and stays there, so a kill then loses none of
+/// them, and the `Kb` writes on and checkpoints at its close.
+#[test]
+fn a_checkpoint_that_fails_after_a_stream_keeps_its_writes_in_the_journal() {
+    use store::faults::{Errno, FaultPlan, Op, Target};
+    let tmp = folder_with_config("[daemon]\njournal_checkpoint_ms = 3600000\n");
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.learn(LearnRequest::text("durable in redb: the first write"))
+        .unwrap();
+    let batch = |b: usize| {
+        (0..2)
+            .map(|i| LearnRequest::text(format!("streamed platypus {b} {i}")))
+            .collect::<Vec<_>>()
+    };
+    let mut acknowledged = 0;
+    kb.learn_stream((0..3).map(batch), |r| {
+        acknowledged += r.unwrap().into_iter().filter(|r| r.is_ok()).count();
+        if acknowledged == 6 {
+            // The stream's last batch is durable (in the journal): the store's next fsync is
+            // the checkpoint's (redb also fsyncs when it grows its file, at any write).
+            plan.fail_nth(
+                Target::Store,
+                Op::Sync,
+                plan.count(Target::Store, Op::Sync) + 1,
+                Errno::Eio,
+            );
+        }
+    });
+    assert_eq!(acknowledged, 6);
+    let fired = plan.fired();
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!((fired[0].target, fired[0].op), (Target::Store, Op::Sync));
+    let journal = tmp.path().join(store::journal::JOURNAL_FILE);
+    assert!(std::fs::metadata(&journal).unwrap().len() > 0);
+    // Killed now: the next open replays the stream from the journal.
+    {
+        let (_copy, killed) = opened_as_if_killed(tmp.path());
+        assert_eq!(
+            killed
+                .search(&SearchRequest::new("platypus"))
+                .unwrap()
+                .total,
+            6
+        );
+        assert_eq!(killed.status().unwrap().sections, 7);
+        assert!(killed.check().unwrap().ok);
+    }
+    // Not killed: it writes on, and its close makes everything durable in redb.
+    kb.learn(LearnRequest::text("after the failed checkpoint"))
+        .unwrap();
+    drop(kb);
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), 0);
+    let kb = Kb::open(tmp.path()).unwrap();
+    assert_eq!(kb.status().unwrap().sections, 8);
+    assert_eq!(kb.search(&SearchRequest::new("platypus")).unwrap().total, 6);
+}

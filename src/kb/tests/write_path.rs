@@ -796,6 +796,33 @@ fn the_index_thread_catches_up_after_a_write_and_a_close_waits_for_it() {
     );
 }
 
+/// Run `first` and `second` on two threads so that `second`'s writes are taken into the group
+/// that `first`'s thread commits: the writers' turn is held until `first`'s thread commits (and
+/// waits inside its group) and `second`'s batch is queued. `first`'s outcome comes as its
+/// thread's join (it may panic).
+fn in_one_group<A: Send, B: Send>(
+    kb: &Kb,
+    first: impl FnOnce() -> A + Send,
+    second: impl FnOnce() -> B + Send,
+) -> (std::thread::Result<A>, B) {
+    let turn = kb.loaded_index_turn().unwrap();
+    std::thread::scope(|s| {
+        let first = s.spawn(first);
+        let start = std::time::Instant::now();
+        while !kb.commit_queue.committing() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let second = s.spawn(second);
+        while kb.commit_queue.waiting() == 0 {
+            assert!(start.elapsed() < std::time::Duration::from_secs(30));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(turn);
+        (first.join(), second.join().unwrap())
+    })
+}
+
 #[test]
 fn a_write_that_joined_a_group_that_fails_fails_with_it_and_changes_nothing() {
     use store::faults::{Errno, FaultPlan, Op, Target};
@@ -804,31 +831,19 @@ fn a_write_that_joined_a_group_that_fails_fails_with_it_and_changes_nothing() {
     let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
     kb.learn(LearnRequest::text("the first write starts the journal"))
         .unwrap();
-    // Hold the writers' turn: the next write's thread commits a group and waits inside it, so
-    // the write after it queues and is taken into that group.
-    let turn = kb.loaded_index_turn().unwrap();
     let next_sync = plan.count(Target::Journal, Op::Sync) + 1;
     plan.fail_nth(Target::Journal, Op::Sync, next_sync, Errno::Eio);
-    let (first, second) = std::thread::scope(|s| {
-        let first = s.spawn(|| kb.learn(LearnRequest::text("the committing thread's write")));
-        let start = std::time::Instant::now();
-        while !kb.commit_queue.committing() {
-            assert!(start.elapsed() < std::time::Duration::from_secs(30));
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let second = s.spawn(|| {
+    let (first, second) = in_one_group(
+        &kb,
+        || kb.learn(LearnRequest::text("the committing thread's write")),
+        || {
             kb.learn_many(vec![
                 LearnRequest::text("a queued write"),
                 LearnRequest::text("and its second section"),
             ])
-        });
-        while kb.commit_queue.waiting() == 0 {
-            assert!(start.elapsed() < std::time::Duration::from_secs(30));
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        drop(turn);
-        (first.join().unwrap(), second.join().unwrap())
-    });
+        },
+    );
+    let first = first.unwrap();
     // The group's journal fsync failed: both threads' writes fail, and none of them is there.
     let first = first.unwrap_err().to_string();
     let second = second.unwrap_err().to_string();
@@ -851,4 +866,68 @@ fn a_write_that_joined_a_group_that_fails_fails_with_it_and_changes_nothing() {
     kb.learn(LearnRequest::text("after the failed group"))
         .unwrap();
     assert_eq!(kb.status().unwrap().sections, 2);
+}
+
+/// A panic inside a group that another thread's batch joined (here in the journal's fsync, once
+/// the group's record is written: a kill then leaves the record for a replay): the joined thread gets
+/// an error instead of waiting for ever, the panic reaches the thread that was committing, the
+/// `Kb` recovers (its store reopened, the next group durable and claiming the record's number),
+/// and every write acknowledged after it survives a kill, the panicked group's record not
+/// replayed in its place.
+#[test]
+fn a_group_that_panics_fails_the_batch_joined_to_it_and_the_kb_writes_on() {
+    use store::faults::{FaultPlan, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    kb.learn(LearnRequest::text("the first write starts the journal"))
+        .unwrap();
+    kb.learn(LearnRequest::text("an echidna acknowledged before"))
+        .unwrap();
+    // The first thread's group, into which the second thread's batch is taken, panics in the
+    // journal's fsync.
+    let journal_syncs = plan.count(Target::Journal, Op::Sync);
+    plan.panic_nth(Target::Journal, Op::Sync, journal_syncs + 1);
+    let (first, second) = in_one_group(
+        &kb,
+        || kb.learn(LearnRequest::text("the quokka of the group that panics")),
+        || {
+            kb.learn_many(vec![
+                LearnRequest::text("a wombat queued by another thread"),
+                LearnRequest::text("and its second wombat"),
+            ])
+        },
+    );
+    assert!(
+        first.is_err(),
+        "the committing thread's panic reaches it: {first:?}"
+    );
+    let second = second.unwrap_err().to_string();
+    assert!(second.contains("failed (internal error)"), "{second}");
+    assert!(!kb.commit_queue.committing());
+    assert_eq!(
+        plan.count(Target::Journal, Op::Sync),
+        journal_syncs + 1,
+        "the group's record was written to the journal before the panic"
+    );
+    // The `Kb` writes on, and what it acknowledges from now on survives a kill.
+    for i in 0..3 {
+        kb.learn(LearnRequest::text(format!(
+            "a numbat written after it, {i}"
+        )))
+        .unwrap();
+    }
+    let (_copy, killed) = opened_as_if_killed(tmp.path());
+    for kb in [&kb, &killed] {
+        let found = |text: &str| kb.search(&SearchRequest::new(text)).unwrap().total;
+        assert_eq!(found("numbat"), 3);
+        assert_eq!(found("echidna"), 1);
+        assert_eq!(
+            found("quokka"),
+            0,
+            "the group that panicked was not written"
+        );
+        assert_eq!(found("wombat"), 0, "nor the batch joined to it");
+        assert_eq!(kb.status().unwrap().sections, 5);
+    }
 }
