@@ -579,13 +579,13 @@ impl Kb {
     /// writer, a library user's threads go on): the database is closed and opened again at the
     /// next access (redb's state in memory may be half-changed), the failed group's journal
     /// record, if it wrote one, is taken back so that no replay applies it (its writers were
-    /// told it failed), and the next group commits durably (`JournalState::after_panic`).
+    /// told it failed), and the next group commits durably (`JournalState::take_back_unfinished`).
     fn recover_from_panic(&self) {
         self.store.mark_failed();
         self.journal.clear_poison();
         let mut slot = self.journal.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(j) = slot.as_mut() {
-            j.after_panic();
+            j.take_back_unfinished();
         }
         drop(slot);
         self.recover_locks();

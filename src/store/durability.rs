@@ -38,7 +38,8 @@ pub(crate) struct JournalState {
     /// replay skips it.
     pub(crate) skip_to: Option<u64>,
     /// The number of a record appended (or being appended) whose transaction has not
-    /// committed yet: still set after a panic on the way, when `after_panic` takes it back.
+    /// committed yet: still set after a panic on the way, when the recovery takes it back
+    /// (`take_back_unfinished`).
     pub(crate) unfinished: Option<u64>,
     /// A durable commit must come before the next record (an append failed, and its torn
     /// record could hide the next ones from a replay; or the journal was just opened and holds
@@ -71,12 +72,13 @@ impl JournalState {
         Ok(())
     }
 
-    /// After a panic while a group was committed (`Kb::recover_from_panic`): the record of a
-    /// group that panicked between its append and its commit is taken back from the file
-    /// (`Journal::take_back_last`), and its number is claimed by the next commit, which is
-    /// durable. Should the file not take the zeros (an I/O error besides the panic), the claim
-    /// still keeps every replay after that commit from applying the record.
-    pub(crate) fn after_panic(&mut self) {
+    /// A group whose record was appended, or was being appended, failed: its append or its
+    /// commit returned an error, or it panicked on the way (`Kb::recover_from_panic`). Its
+    /// writers are told that it failed, so no replay may apply its record, neither the store's
+    /// reopen after the failure nor the open after a crash: the record is taken back from the
+    /// file (`Journal::take_back_last`), and the next commit is durable and claims its number,
+    /// which keeps every later replay from applying it even if the file did not take the zeros.
+    pub(crate) fn take_back_unfinished(&mut self) {
         if let Some(seq) = self.unfinished.take() {
             if let Err(e) = self.journal.take_back_last() {
                 tracing::error!("cannot take back the journal record of a failed group: {e}");
@@ -118,20 +120,19 @@ pub(crate) fn commit_group(
             // take back.
             journal::set_applied_seq(&txn, seq)?;
             txn.set_durability(Durability::None)?;
-            // Until the commit returns; a panic on the way leaves it set (`after_panic`).
+            // Until the commit returns; a panic on the way leaves it set for the recovery.
             j.unfinished = Some(seq);
             if let Err(e) = j.journal.append(&bytes) {
-                j.unfinished = None;
-                j.durable_first = true;
-                j.skip_to = Some(seq);
+                j.take_back_unfinished();
                 return Err(e);
             }
-            let committed = txn.commit();
-            j.unfinished = None;
-            if let Err(e) = committed {
-                j.skip_to = Some(seq);
+            if let Err(e) = txn.commit() {
+                // The record is whole in the file, and the store's reopen after a failed
+                // commit would replay it.
+                j.take_back_unfinished();
                 return Err(e.into());
             }
+            j.unfinished = None;
         }
         (Some(j), None) => {
             j.before_durable(&txn)?;
