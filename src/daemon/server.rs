@@ -2,6 +2,7 @@
 //! thread (concurrent snapshots) and funnels writes to one writer thread that applies
 //! everything queued in one transaction (group commit).
 
+use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -64,6 +65,10 @@ pub fn build_id() -> String {
 struct Job {
     /// Validated and pre-computed on the client's connection thread (in parallel).
     ops: Vec<Result<crate::PreparedWrite>>,
+    /// A small write with nothing of its connection before it (a client awaiting each write):
+    /// it may go ahead of the jobs queued before it, which are all other connections' (see
+    /// `Turn::take`).
+    urgent: bool,
     /// The group's outcomes, or the error that failed the whole group (shared by its jobs).
     reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>,
 }
@@ -137,8 +142,8 @@ struct State {
 struct Turn {
     /// The jobs queued for the next group.
     queue: mpsc::Receiver<Job>,
-    /// A job that would have overfilled the last group: the first of the next.
-    carry: Option<Job>,
+    /// Jobs taken from `queue` and not yet in a group, in arrival order.
+    waiting: VecDeque<Job>,
     /// Tells the indexer thread of each committed group; None once the daemon stops writing.
     index: Option<mpsc::Sender<()>>,
 }
@@ -438,7 +443,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         writing: AtomicUsize::new(0),
         turn: Mutex::new(Turn {
             queue: rx,
-            carry: None,
+            waiting: VecDeque::new(),
             index: Some(index_tx),
         }),
         subscribers: Mutex::new(Vec::new()),
@@ -748,55 +753,74 @@ fn write_loop(state: &State, pings: mpsc::Receiver<()>) {
     }
 }
 
+impl Turn {
+    /// The next jobs for a group of at most `room` writes. Urgent jobs (a client awaiting each
+    /// small write) come first: while any waits, a group takes only those, so that a durable
+    /// writer beside a bulk load waits for the group under way, not for the bulk batches queued
+    /// before it as well. Otherwise jobs are taken in arrival order, so that the pipelined
+    /// batches of one connection commit in order; a job that does not fit waits for the next
+    /// group, and the jobs behind it with it. `urgent_only`: the group started with, or has
+    /// taken, an urgent job, and takes no other.
+    fn take(&mut self, room: usize, urgent_only: &mut bool) -> Vec<Job> {
+        self.waiting.extend(self.queue.try_iter());
+        let mut taken = Vec::new();
+        let mut room = room;
+        if self.waiting.iter().any(|j| j.urgent) {
+            *urgent_only = true;
+            let mut rest = VecDeque::with_capacity(self.waiting.len());
+            for j in self.waiting.drain(..) {
+                if j.urgent && j.ops.len() <= room {
+                    room -= j.ops.len();
+                    taken.push(j);
+                } else {
+                    rest.push_back(j);
+                }
+            }
+            self.waiting = rest;
+        } else if !*urgent_only {
+            while self.waiting.front().is_some_and(|j| j.ops.len() <= room) {
+                let j = self.waiting.pop_front().expect("a job is waiting");
+                room -= j.ops.len();
+                taken.push(j);
+            }
+        }
+        taken
+    }
+}
+
 /// Commit one group, holding the turn, and answer each of its jobs: `own` (a connection's
-/// write, `commit_here`), or else the job carried over or the first queued, then the jobs
-/// queued, up to `limits.max_batch` writes. Writers who come back while the group is being
-/// applied join it: no waiting, only what is already queued each time a batch has been
-/// applied. Whether there was anything to commit.
+/// write, `commit_here`), or else the jobs waiting (`Turn::take`), up to `limits.max_batch`
+/// writes. Writers who come back while the group is being applied join it: no waiting, only
+/// what is already queued each time a batch has been applied. Whether there was anything to
+/// commit.
 fn commit_queued(state: &State, turn: &mut Turn, own: Option<Job>) -> bool {
-    let first = match own {
-        Some(j) => j,
-        None => match turn.carry.take().or_else(|| turn.queue.try_recv().ok()) {
-            Some(j) => j,
+    let max = state.kb.config().limits.max_batch;
+    let mut urgent_only = own.as_ref().is_some_and(|j| j.urgent);
+    let mut jobs: Vec<Job> = own.into_iter().collect();
+    let n = jobs.iter().map(|j| j.ops.len()).sum::<usize>();
+    jobs.extend(turn.take(max.saturating_sub(n), &mut urgent_only));
+    if jobs.is_empty() {
+        // One larger than `limits.max_batch` (the daemon checks each request's size, so
+        // only after a change of the limit): a group of its own.
+        match turn.waiting.pop_front() {
+            Some(j) => jobs.push(j),
             None => return false,
-        },
-    };
-    commit_jobs(state, turn, first);
+        }
+    }
+    commit_jobs(state, turn, jobs, urgent_only);
     true
 }
 
-/// `commit_queued` from its first job.
-fn commit_jobs(state: &State, turn: &mut Turn, first: Job) {
-    let max = state.kb.config().limits.max_batch;
-    let mut n = first.ops.len();
-    let mut jobs = vec![first];
-    // Everything queued while the previous group committed joins this one.
-    while turn.carry.is_none()
-        && let Ok(j) = turn.queue.try_recv()
-    {
-        if n + j.ops.len() > max {
-            turn.carry = Some(j);
-            break;
-        }
-        n += j.ops.len();
-        jobs.push(j);
-    }
+/// `commit_queued` for the jobs it took.
+fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_only: bool) {
     let mut counts: Vec<usize> = jobs.iter().map(|j| j.ops.len()).collect();
     let ops: Vec<Result<crate::PreparedWrite>> =
         jobs.iter_mut().flat_map(|j| j.ops.drain(..)).collect();
     let outcome = {
-        let Turn { queue, carry, .. } = turn;
         let (jobs, counts) = (&mut jobs, &mut counts);
-        commit_group(state, ops, move |room| {
-            if carry.is_some() {
-                return None;
-            }
+        commit_group(state, ops, |room| {
             let mut next = Vec::new();
-            while let Ok(mut j) = queue.try_recv() {
-                if next.len() + j.ops.len() > room {
-                    *carry = Some(j);
-                    break;
-                }
+            for mut j in turn.take(room, &mut urgent_only) {
                 counts.push(j.ops.len());
                 next.append(&mut j.ops);
                 jobs.push(j);
@@ -807,8 +831,9 @@ fn commit_jobs(state: &State, turn: &mut Turn, first: Job) {
     tracing::debug!(
         writes = counts.iter().sum::<usize>(),
         clients = jobs.len(),
-        // A job that would have overfilled the group waits for the next one.
-        carried = turn.carry.is_some(),
+        urgent = urgent_only,
+        // Jobs left for the next group.
+        waiting = turn.waiting.len(),
         "group commit"
     );
     state.writing.fetch_sub(jobs.len(), Ordering::SeqCst);
@@ -876,7 +901,7 @@ fn commit_here(state: &State, job: Job) -> std::result::Result<(), Job> {
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
         Err(std::sync::TryLockError::WouldBlock) => return Err(job),
     };
-    if turn.index.is_none() || turn.carry.is_some() {
+    if turn.index.is_none() || !turn.waiting.is_empty() {
         return Err(job);
     }
     commit_queued(state, &mut turn, Some(job));
@@ -896,7 +921,11 @@ fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<Wr
     state.kb.check_batch(ops.len())?;
     let ops = state.kb.prepare_group(ops, scan);
     let (reply, answer) = mpsc::channel();
-    let job = Job { ops, reply };
+    let job = Job {
+        urgent: scan && ops.len() <= crate::kb::WRITTEN_WHERE_READ,
+        ops,
+        reply,
+    };
     // Counted until answered (`commit_jobs`).
     state.writing.fetch_add(1, Ordering::SeqCst);
     // With nothing of its connection in flight (`scan`), a small write may commit here.
@@ -1245,7 +1274,7 @@ mod tests {
             writing: AtomicUsize::new(0),
             turn: Mutex::new(Turn {
                 queue: mpsc::channel().1,
-                carry: None,
+                waiting: VecDeque::new(),
                 index: None,
             }),
             subscribers: Mutex::new(Vec::new()),
@@ -1261,6 +1290,83 @@ mod tests {
             wake: wake_tx,
         };
         (Arc::new(state), wake_rx)
+    }
+
+    /// A job of `n` writes (placeholders named `name`), and the end its answer goes to.
+    fn job(name: &str, n: usize, urgent: bool) -> Job {
+        Job {
+            ops: (0..n).map(|_| Err(KbError::Storage(name.into()))).collect(),
+            urgent,
+            reply: mpsc::channel().0,
+        }
+    }
+
+    fn names(jobs: &[Job]) -> Vec<String> {
+        jobs.iter()
+            .map(|j| match &j.ops[0] {
+                Err(e) => e.to_string(),
+                Ok(_) => unreachable!("placeholders only"),
+            })
+            .collect()
+    }
+
+    /// A client awaiting each small write, beside bulk clients: its write goes into the next
+    /// group ahead of the bulk batches queued before it (all other connections'), and that
+    /// group takes no bulk batch; the bulk batches keep their order, and one that does not fit
+    /// a group holds back those behind it (a connection's batches commit in order).
+    #[test]
+    fn urgent_writes_go_first_and_the_others_keep_their_order() {
+        let (tx, rx) = mpsc::channel();
+        let mut turn = Turn {
+            queue: rx,
+            waiting: VecDeque::new(),
+            index: None,
+        };
+        for (name, n, urgent) in [
+            ("bulk a", 1024, false),
+            ("bulk b", 1024, false),
+            ("one", 1, true),
+            ("bulk c", 1024, false),
+            ("two", 1, true),
+        ] {
+            tx.send(job(name, n, urgent)).unwrap();
+        }
+        let mut urgent_only = false;
+        let group = turn.take(10_000, &mut urgent_only);
+        assert_eq!(names(&group), ["storage error: one", "storage error: two"]);
+        assert!(urgent_only);
+        tx.send(job("bulk d", 1024, false)).unwrap();
+        assert!(
+            turn.take(10_000, &mut urgent_only).is_empty(),
+            "no bulk joins it"
+        );
+        tx.send(job("three", 1, true)).unwrap();
+        assert_eq!(
+            names(&turn.take(10_000, &mut urgent_only)),
+            ["storage error: three"],
+            "an urgent write joins it"
+        );
+        let mut urgent_only = false;
+        let group = turn.take(2_500, &mut urgent_only);
+        assert_eq!(
+            names(&group),
+            ["storage error: bulk a", "storage error: bulk b"]
+        );
+        assert!(!urgent_only);
+        tx.send(job("small, not alone", 1, false)).unwrap();
+        assert!(
+            turn.take(1_000, &mut urgent_only).is_empty(),
+            "bulk c does not fit, and what is behind it waits"
+        );
+        let group = turn.take(10_000, &mut urgent_only);
+        assert_eq!(
+            names(&group),
+            [
+                "storage error: bulk c",
+                "storage error: bulk d",
+                "storage error: small, not alone"
+            ]
+        );
     }
 
     fn woken(wake_rx: &mut UnixStream) -> bool {
