@@ -67,7 +67,7 @@ struct Job {
     ops: Vec<Result<crate::PreparedWrite>>,
     /// A small write with nothing of its connection before it (a client awaiting each write):
     /// it may go ahead of the jobs queued before it, which are all other connections' (see
-    /// `Turn::take`).
+    /// `Turn::start`).
     urgent: bool,
     /// The group's outcomes, or the error that failed the whole group (shared by its jobs).
     reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>,
@@ -144,6 +144,9 @@ struct Turn {
     queue: mpsc::Receiver<Job>,
     /// Jobs taken from `queue` and not yet in a group, in arrival order.
     waiting: VecDeque<Job>,
+    /// The last group started with urgent jobs and left others waiting: the next takes the
+    /// jobs in arrival order (`start`).
+    passed_over: bool,
     /// Tells the indexer thread of each committed group; None once the daemon stops writing.
     index: Option<mpsc::Sender<()>>,
 }
@@ -444,6 +447,7 @@ pub fn serve(db_dir: &Path) -> Result<()> {
         turn: Mutex::new(Turn {
             queue: rx,
             waiting: VecDeque::new(),
+            passed_over: false,
             index: Some(index_tx),
         }),
         subscribers: Mutex::new(Vec::new()),
@@ -754,51 +758,90 @@ fn write_loop(state: &State, pings: mpsc::Receiver<()>) {
 }
 
 impl Turn {
-    /// The next jobs for a group of at most `room` writes. Urgent jobs (a client awaiting each
-    /// small write) come first: while any waits, a group takes only those, so that a durable
-    /// writer beside a bulk load waits for the group under way, not for the bulk batches queued
-    /// before it as well. Otherwise jobs are taken in arrival order, so that the pipelined
-    /// batches of one connection commit in order; a job that does not fit waits for the next
-    /// group, and the jobs behind it with it. `urgent_only`: the group started with, or has
-    /// taken, an urgent job, and takes no other.
-    fn take(&mut self, room: usize, urgent_only: &mut bool) -> Vec<Job> {
+    /// The jobs that start a group of at most `room` writes, and whether it is a group of
+    /// urgent jobs only. Urgent jobs (a client awaiting each small write) come first: a group
+    /// starts with those waiting, so that a durable writer beside a bulk load waits for the
+    /// group under way, not for the bulk batches queued before it as well. Not twice in a row
+    /// while other jobs wait, though: the group after one that passed them over takes the jobs
+    /// in arrival order, so that a stream of urgent writes cannot hold a bulk client back for
+    /// ever.
+    fn start(&mut self, room: usize) -> (Vec<Job>, bool) {
         self.waiting.extend(self.queue.try_iter());
-        let mut taken = Vec::new();
-        let mut room = room;
+        if !self.passed_over && self.waiting.iter().any(|j| j.urgent) {
+            let taken = self.take_urgent(room);
+            self.passed_over = !self.waiting.is_empty();
+            return (taken, true);
+        }
+        self.passed_over = false;
+        (self.take_in_order(room), false)
+    }
+
+    /// The jobs that join a group being applied, of at most `room` writes: the urgent ones
+    /// waiting, and then no others; else, unless the group is one of urgent jobs only, the
+    /// jobs in arrival order. Whether the group takes only urgent jobs from now on is kept in
+    /// `urgent_only`.
+    fn join(&mut self, room: usize, urgent_only: &mut bool) -> Vec<Job> {
+        self.waiting.extend(self.queue.try_iter());
         if self.waiting.iter().any(|j| j.urgent) {
             *urgent_only = true;
-            let mut rest = VecDeque::with_capacity(self.waiting.len());
-            for j in self.waiting.drain(..) {
-                if j.urgent && j.ops.len() <= room {
-                    room -= j.ops.len();
-                    taken.push(j);
-                } else {
-                    rest.push_back(j);
-                }
-            }
-            self.waiting = rest;
-        } else if !*urgent_only {
-            while self.waiting.front().is_some_and(|j| j.ops.len() <= room) {
-                let j = self.waiting.pop_front().expect("a job is waiting");
+            return self.take_urgent(room);
+        }
+        if *urgent_only {
+            return Vec::new();
+        }
+        self.take_in_order(room)
+    }
+
+    /// The urgent jobs waiting that fit `room`, in arrival order: they may pass the others,
+    /// which are all other connections' (a connection with a job in flight sends none).
+    fn take_urgent(&mut self, mut room: usize) -> Vec<Job> {
+        let mut taken = Vec::new();
+        let mut rest = VecDeque::with_capacity(self.waiting.len());
+        for j in self.waiting.drain(..) {
+            if j.urgent && j.ops.len() <= room {
                 room -= j.ops.len();
                 taken.push(j);
+            } else {
+                rest.push_back(j);
             }
+        }
+        self.waiting = rest;
+        taken
+    }
+
+    /// The jobs waiting from the first, while they fit `room`: a job that does not fit waits
+    /// for the next group, and the jobs behind it with it, so that a connection's pipelined
+    /// batches commit in order.
+    fn take_in_order(&mut self, mut room: usize) -> Vec<Job> {
+        let mut taken = Vec::new();
+        while self.waiting.front().is_some_and(|j| j.ops.len() <= room) {
+            let j = self.waiting.pop_front().expect("a job is waiting");
+            room -= j.ops.len();
+            taken.push(j);
         }
         taken
     }
 }
 
 /// Commit one group, holding the turn, and answer each of its jobs: `own` (a connection's
-/// write, `commit_here`), or else the jobs waiting (`Turn::take`), up to `limits.max_batch`
+/// write, `commit_here`), or else the jobs waiting (`Turn::start`), up to `limits.max_batch`
 /// writes. Writers who come back while the group is being applied join it: no waiting, only
 /// what is already queued each time a batch has been applied. Whether there was anything to
 /// commit.
 fn commit_queued(state: &State, turn: &mut Turn, own: Option<Job>) -> bool {
     let max = state.kb.config().limits.max_batch;
-    let mut urgent_only = own.as_ref().is_some_and(|j| j.urgent);
-    let mut jobs: Vec<Job> = own.into_iter().collect();
-    let n = jobs.iter().map(|j| j.ops.len()).sum::<usize>();
-    jobs.extend(turn.take(max.saturating_sub(n), &mut urgent_only));
+    let (mut jobs, urgent_only) = match own {
+        // A connection's small write, committed where it was read (`commit_here`): nothing
+        // else waits then.
+        Some(j) => {
+            let mut urgent_only = j.urgent;
+            let room = max.saturating_sub(j.ops.len());
+            let mut jobs = vec![j];
+            jobs.extend(turn.join(room, &mut urgent_only));
+            (jobs, urgent_only)
+        }
+        None => turn.start(max),
+    };
     if jobs.is_empty() {
         // One larger than `limits.max_batch` (the daemon checks each request's size, so
         // only after a change of the limit): a group of its own.
@@ -820,7 +863,7 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
         let (jobs, counts) = (&mut jobs, &mut counts);
         commit_group(state, ops, |room| {
             let mut next = Vec::new();
-            for mut j in turn.take(room, &mut urgent_only) {
+            for mut j in turn.join(room, &mut urgent_only) {
                 counts.push(j.ops.len());
                 next.append(&mut j.ops);
                 jobs.push(j);
@@ -1275,6 +1318,7 @@ mod tests {
             turn: Mutex::new(Turn {
                 queue: mpsc::channel().1,
                 waiting: VecDeque::new(),
+                passed_over: false,
                 index: None,
             }),
             subscribers: Mutex::new(Vec::new()),
@@ -1312,53 +1356,66 @@ mod tests {
 
     /// A client awaiting each small write, beside bulk clients: its write goes into the next
     /// group ahead of the bulk batches queued before it (all other connections'), and that
-    /// group takes no bulk batch; the bulk batches keep their order, and one that does not fit
-    /// a group holds back those behind it (a connection's batches commit in order).
+    /// group takes no bulk batch; the bulk batches keep their order, one that does not fit a
+    /// group holds back those behind it (a connection's batches commit in order), and the group
+    /// after one that passed them over takes them first (a stream of urgent writes never holds
+    /// them back for ever).
     #[test]
     fn urgent_writes_go_first_and_the_others_keep_their_order() {
         let (tx, rx) = mpsc::channel();
         let mut turn = Turn {
             queue: rx,
             waiting: VecDeque::new(),
+            passed_over: false,
             index: None,
         };
-        for (name, n, urgent) in [
+        let send = |jobs: &[(&str, usize, bool)]| {
+            for &(name, n, urgent) in jobs {
+                tx.send(job(name, n, urgent)).unwrap();
+            }
+        };
+        send(&[
             ("bulk a", 1024, false),
             ("bulk b", 1024, false),
             ("one", 1, true),
             ("bulk c", 1024, false),
             ("two", 1, true),
-        ] {
-            tx.send(job(name, n, urgent)).unwrap();
-        }
-        let mut urgent_only = false;
-        let group = turn.take(10_000, &mut urgent_only);
+        ]);
+        let (group, mut urgent_only) = turn.start(10_000);
         assert_eq!(names(&group), ["storage error: one", "storage error: two"]);
         assert!(urgent_only);
-        tx.send(job("bulk d", 1024, false)).unwrap();
+        send(&[("bulk d", 1024, false)]);
         assert!(
-            turn.take(10_000, &mut urgent_only).is_empty(),
+            turn.join(10_000, &mut urgent_only).is_empty(),
             "no bulk joins it"
         );
-        tx.send(job("three", 1, true)).unwrap();
+        send(&[("three", 1, true)]);
         assert_eq!(
-            names(&turn.take(10_000, &mut urgent_only)),
+            names(&turn.join(10_000, &mut urgent_only)),
             ["storage error: three"],
             "an urgent write joins it"
         );
-        let mut urgent_only = false;
-        let group = turn.take(2_500, &mut urgent_only);
+        // The next group: the bulk batches' turn, in order, although an urgent write waits.
+        send(&[("four", 1, true)]);
+        let (group, mut urgent_only) = turn.start(2_500);
         assert_eq!(
             names(&group),
             ["storage error: bulk a", "storage error: bulk b"]
         );
         assert!(!urgent_only);
-        tx.send(job("small, not alone", 1, false)).unwrap();
+        assert_eq!(
+            names(&turn.join(10_000, &mut urgent_only)),
+            ["storage error: four"],
+            "an urgent write joins a bulk group, which then takes no more bulk"
+        );
+        assert!(turn.join(10_000, &mut urgent_only).is_empty());
+        send(&[("small, not alone", 1, false)]);
+        let (group, _) = turn.start(1_000);
         assert!(
-            turn.take(1_000, &mut urgent_only).is_empty(),
+            group.is_empty(),
             "bulk c does not fit, and what is behind it waits"
         );
-        let group = turn.take(10_000, &mut urgent_only);
+        let (group, urgent_only) = turn.start(10_000);
         assert_eq!(
             names(&group),
             [
@@ -1367,6 +1424,7 @@ mod tests {
                 "storage error: small, not alone"
             ]
         );
+        assert!(!urgent_only);
     }
 
     fn woken(wake_rx: &mut UnixStream) -> bool {
