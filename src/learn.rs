@@ -270,7 +270,7 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             let mut changed = false;
             match p.docid.as_ref().filter(|_| p.attach) {
                 Some(docid) => {
-                    if !t.holds(docid, &p.kbid)? {
+                    if !t.holds(docid, &p.kbid, &rec)? {
                         append_to_document(t, docid, &p.kbid)?;
                         attached = true;
                     } else {
@@ -334,6 +334,8 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
                 terms_count: p.terms_count,
                 bands: p.bands.as_ref().map(|(_, keys)| *keys),
                 content_seq,
+                // Its first document is kept here, not as a row (`SectionRecord::doc`).
+                doc: p.docid.clone().filter(|_| p.attach),
             };
             t.put_section(&p.kbid, &rec)?;
             for tag in &p.tags {
@@ -345,7 +347,10 @@ pub(crate) fn apply(t: &mut WriteTables<'_>, p: Prepared) -> Result<LearnResult>
             crate::references::insert_edges(&mut t.refs_out, &mut t.refs_in, &p.kbid, &p.markers)?;
             t.log(ChangeKind::SectionAdded, &p.kbid)?;
             if let Some(docid) = p.docid.as_ref().filter(|_| p.attach) {
-                append_to_document(t, docid, &p.kbid)?;
+                // The record holds this first membership (`SectionRecord::doc`).
+                list_in_document(t, docid, &p.kbid)?;
+                t.log(ChangeKind::SectionDocsChanged, &p.kbid)?;
+                t.log(ChangeKind::DocumentChanged, docid)?;
             }
         }
     }
@@ -713,6 +718,14 @@ pub(crate) fn set_manifest(
 
 /// Append `kbid` to the document's ordered manifest (creating the document when new).
 pub(crate) fn append_to_document(t: &mut WriteTables<'_>, docid: &str, kbid: &str) -> Result<()> {
+    list_in_document(t, docid, kbid)?;
+    t.add_membership(docid, kbid)?;
+    t.log(ChangeKind::DocumentChanged, docid)
+}
+
+/// `append_to_document`'s manifest side, without its log entry: the membership's section side
+/// is the caller's (a new section's record holds its first document).
+fn list_in_document(t: &mut WriteTables<'_>, docid: &str, kbid: &str) -> Result<()> {
     let now = t.now().to_string();
     let doc = t
         .document_mut(docid)?
@@ -720,8 +733,6 @@ pub(crate) fn append_to_document(t: &mut WriteTables<'_>, docid: &str, kbid: &st
     // Membership tables say whether the section is already listed (no manifest scan).
     doc.kbids.push(kbid.to_string());
     doc.updated_at = now;
-    t.add_membership(docid, kbid)?;
-    t.log(ChangeKind::DocumentChanged, docid)?;
     Ok(())
 }
 

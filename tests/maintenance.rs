@@ -661,8 +661,18 @@ mod damaged {
                 .unwrap();
             let mut memberships = txn.open_multimap_table(SECTION_DOCS).unwrap();
             memberships.insert(nothing.as_str(), "ghost").unwrap();
-            // manifest_mismatch: a membership row lost.
-            memberships.remove(member.as_str(), "m").unwrap();
+            // manifest_mismatch: a membership lost (a section's first document is kept in
+            // its record; `encode` writes the record without it).
+            let member_rec: SectionRecord = decode(
+                "sections",
+                &member,
+                sections.get(member.as_str()).unwrap().unwrap().value(),
+            )
+            .unwrap();
+            assert_eq!(member_rec.doc.as_deref(), Some("m"));
+            sections
+                .insert(member.as_str(), encode(&member_rec).as_slice())
+                .unwrap();
             // manifest_mismatch: a membership row the manifest does not list.
             memberships.insert(v1.as_str(), "stray").unwrap();
             let mut stray = DocumentRecord::empty("2026-01-01T00:00:00Z");
@@ -1350,8 +1360,21 @@ mod upgrade {
             let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
             let txn = store.begin_write().unwrap();
             {
-                let mut sd = txn.open_multimap_table(SECTION_DOCS).unwrap();
-                sd.remove(kbid.as_str(), "notes").unwrap();
+                // Its membership (kept in its record since schema 22; `encode` writes the
+                // record without it, as an older kbdb's).
+                let mut sections = txn.open_table(SECTIONS).unwrap();
+                let bytes = sections
+                    .get(kbid.as_str())
+                    .unwrap()
+                    .unwrap()
+                    .value()
+                    .to_vec();
+                let rec: kbdb::types::records::SectionRecord =
+                    kbdb::types::records::decode("sections", &kbid, &bytes).unwrap();
+                assert_eq!(rec.doc.as_deref(), Some("notes"));
+                sections
+                    .insert(kbid.as_str(), kbdb::types::records::encode(&rec).as_slice())
+                    .unwrap();
                 let mut docs = txn.open_table(DOCUMENTS).unwrap();
                 let bytes = docs.get("notes").unwrap().unwrap().value().to_vec();
                 let mut rec: kbdb::types::records::DocumentRecord =

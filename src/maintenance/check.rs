@@ -684,6 +684,24 @@ pub(crate) fn check(
                 }
             }
         }
+        // And each section record's first document (`SectionRecord::doc`).
+        for row in t.sections.iter()? {
+            let (k, v) = row?;
+            let kbid = k.value();
+            let Ok(rec) = decode::<SectionRecord>("sections", kbid, v.value()) else {
+                // Reported by the walk of the sections.
+                continue;
+            };
+            if let Some(docid) = rec.doc.as_deref()
+                && !listed.contains(&(docid, kbid))
+            {
+                r.error(
+                    "manifest_mismatch",
+                    docid,
+                    format!("the record of {kbid} names it as its document but the manifest does not list it"),
+                );
+            }
+        }
         Ok(())
     });
     r.damaged_if("documents, section_docs", outcome);

@@ -467,6 +467,8 @@ fn read_section(
             bands: None,
             // Given when the content is stored (`learn::insert_stored`).
             content_seq: 0,
+            // Its documents are added to it as the layout's manifests list it.
+            doc: None,
         },
         kbid: meta.kbid,
         bytes,

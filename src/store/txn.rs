@@ -288,15 +288,22 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
+    /// The documents that hold section `kbid`: its record's first document
+    /// (`SectionRecord::doc`), then those of `section_docs`.
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
-        multimap_values(&*self.section_docs, kbid)
+        let first = self.section(kbid)?.and_then(|r| r.doc);
+        with_first_doc(first, multimap_values(&*self.section_docs, kbid)?)
     }
 
-    /// Whether document `docid` holds section `kbid`: the section's documents when they are
-    /// few, else the document's manifest. A boilerplate section (a "Contents" heading) is in
-    /// thousands of documents, and listing all of them for each new one made a bulk load
-    /// quadratic in the repeats; a manifest is as long as its document.
-    pub fn holds(&self, docid: &str, kbid: &str) -> Result<bool> {
+    /// Whether document `docid` holds section `kbid`, whose record is `rec`: its record's
+    /// first document, then the section's other documents when they are few, else the
+    /// document's manifest. A boilerplate section (a "Contents" heading) is in thousands of
+    /// documents, and listing all of them for each new one made a bulk load quadratic in the
+    /// repeats; a manifest is as long as its document.
+    pub fn holds(&self, docid: &str, kbid: &str, rec: &SectionRecord) -> Result<bool> {
+        if rec.doc.as_deref() == Some(docid) {
+            return Ok(true);
+        }
         let docs = self.section_docs.get(kbid)?;
         if docs.len() <= HOLDS_SCAN_DOCS {
             for d in docs {
@@ -337,9 +344,18 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    /// Record that document `docid` no longer holds section `kbid` (see `add_membership`).
+    /// Record that document `docid` no longer holds section `kbid` (see `add_membership`):
+    /// in the section's record when it is its first document, else in `section_docs`.
     pub fn remove_membership(&mut self, docid: &str, kbid: &str) -> Result<()> {
-        self.section_docs.remove(kbid, docid)?;
+        match self.section(kbid)? {
+            Some(mut rec) if rec.doc.as_deref() == Some(docid) => {
+                rec.doc = None;
+                self.put_section(kbid, &rec)?;
+            }
+            _ => {
+                self.section_docs.remove(kbid, docid)?;
+            }
+        }
         self.log(ChangeKind::SectionDocsChanged, kbid)?;
         self.maybe_detached.insert(kbid.to_string());
         Ok(())
@@ -351,9 +367,9 @@ impl<'t> WriteTables<'t> {
         std::mem::take(&mut self.maybe_detached)
     }
 
-    /// Whether some document holds `kbid`.
-    pub fn section_held(&self, kbid: &str) -> Result<bool> {
-        Ok(self.section_docs.get(kbid)?.next().is_some())
+    /// Whether some document holds `kbid`, whose record is `rec`.
+    pub fn section_held(&self, kbid: &str, rec: &SectionRecord) -> Result<bool> {
+        Ok(rec.doc.is_some() || self.section_docs.get(kbid)?.next().is_some())
     }
 
     /// Record that this transaction stores `kbid` under the source key `key`.
@@ -506,8 +522,13 @@ impl ReadTables {
         record_content_unverified(&self.content, rec)
     }
 
+    /// The documents that hold section `kbid` (see `WriteTables::docs_of`).
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
-        multimap_values(&self.section_docs, kbid)
+        let first = match self.sections.get(kbid)? {
+            Some(v) => records::decode::<SectionRecord>("sections", kbid, v.value())?.doc,
+            None => None,
+        };
+        with_first_doc(first, multimap_values(&self.section_docs, kbid)?)
     }
 
     pub fn last_seq(&self) -> Result<u64> {
@@ -584,6 +605,16 @@ fn get_record<T: records::Record>(
         Some(g) => Ok(Some(records::decode(name, key, g.value())?)),
         None => Ok(None),
     }
+}
+
+/// A section's documents: its record's first one, then the others, in order of their docids
+/// (as `section_docs` lists them).
+fn with_first_doc(first: Option<String>, mut others: Vec<String>) -> Result<Vec<String>> {
+    if let Some(first) = first {
+        let at = others.partition_point(|d| *d < first);
+        others.insert(at, first);
+    }
+    Ok(others)
 }
 
 pub(crate) fn multimap_values(

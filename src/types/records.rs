@@ -57,10 +57,20 @@ impl Record for SectionRecord {
 
     /// Its checksum may be stored as its second half, the first being the key's
     /// (`encode_section`).
+    /// Its first document, when it has one, follows (`encode_section`).
     fn from_stored(bytes: &[u8], key: &str) -> std::result::Result<Self, String> {
-        postcard::from_bytes::<StoredSection>(bytes)
-            .map_err(|e| e.to_string())?
-            .into_record(Some(key))
+        let (stored, rest) =
+            postcard::take_from_bytes::<StoredSection>(bytes).map_err(|e| e.to_string())?;
+        let mut rec = stored.into_record(Some(key))?;
+        if !rest.is_empty() {
+            let (doc, rest) =
+                postcard::take_from_bytes::<String>(rest).map_err(|e| e.to_string())?;
+            if !rest.is_empty() {
+                return Err(format!("{} bytes after the record", rest.len()));
+            }
+            rec.doc = Some(doc);
+        }
+        Ok(rec)
     }
 }
 
@@ -95,6 +105,10 @@ pub struct SectionRecord {
     pub bands: Option<BandKeys>,
     /// The key of the section's content in `section_content` (migration 0010).
     pub content_seq: u64,
+    /// The document that took the section when it was learned, while it holds it: that
+    /// membership is here instead of in `section_docs` (a new section costs one row under a
+    /// random key instead of two; schema 22). Its other documents are in `section_docs`.
+    pub doc: Option<String>,
 }
 
 impl Serialize for SectionRecord {
@@ -208,6 +222,7 @@ impl SectionRecordV2 {
             terms_count: self.terms_count,
             bands: self.bands.map(|keys| keys.map(fold_key)),
             content_seq,
+            doc: None,
         }
     }
 }
@@ -345,7 +360,12 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 /// digest, is not stored again (16 bytes a section, from schema 20). `decode` completes it
 /// from the key.
 pub fn encode_section(kbid: &str, rec: &SectionRecord) -> Vec<u8> {
-    encode_as(RECORD_VERSION, &StoredSection::under(rec, kbid))
+    match &rec.doc {
+        None => encode_as(RECORD_VERSION, &StoredSection::under(rec, kbid)),
+        // The record's first document after it (schema 22): a record without one is the
+        // layout of schema 21.
+        Some(doc) => encode_as(RECORD_VERSION, &(StoredSection::under(rec, kbid), doc)),
+    }
 }
 
 /// A record as kbdb wrote it before migration 0017 (version 2, in the layout `value`'s type

@@ -307,6 +307,7 @@ impl<'a> StoredSection<'a> {
             terms_count: self.terms_count,
             bands: self.bands.map(|b| b.0),
             content_seq: self.content_seq,
+            doc: None,
         })
     }
 }
@@ -331,6 +332,7 @@ mod tests {
             terms_count: 1,
             bands: Some(std::array::from_fn(|i| u32::MAX - i as u32)),
             content_seq: 42,
+            doc: None,
         }
     }
 

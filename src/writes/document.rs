@@ -163,7 +163,7 @@ pub(crate) fn collect_detached(t: &mut WriteTables<'_>) -> Result<Vec<String>> {
         let Some(rec) = t.section(&kbid)? else {
             continue;
         };
-        if rec.standalone || t.section_held(&kbid)? {
+        if rec.standalone || t.section_held(&kbid, &rec)? {
             continue;
         }
         crate::unlearn::remove_section(t, &kbid)?;

@@ -6,15 +6,50 @@ use super::*;
 /// Record `version` as the database's schema version (a test pretending the database
 /// predates the migrations after it).
 fn set_schema_version(txn: &redb::WriteTransaction, version: u32) {
+    if version < 22 {
+        first_docs_as_rows(txn);
+    }
     txn.open_table(META)
         .unwrap()
         .insert(META_SCHEMA_VERSION, version.to_le_bytes().as_slice())
         .unwrap();
 }
 
+/// Every section's first document back in `section_docs`, where kbdb kept all memberships
+/// before schema 22, so that a test can pretend the database predates migration 22.
+fn first_docs_as_rows(txn: &redb::WriteTransaction) {
+    let mut sections = txn.open_table(SECTIONS).unwrap();
+    let mut section_docs = txn
+        .open_multimap_table(store::tables::SECTION_DOCS)
+        .unwrap();
+    let rows: Vec<(String, types::records::SectionRecord)> = sections
+        .iter()
+        .unwrap()
+        .filter_map(|r| {
+            let (k, v) = r.unwrap();
+            let kbid = k.value().to_string();
+            // A record a test rewrote in an older layout already (after this ran) has none.
+            let rec = types::records::decode("sections", &kbid, v.value()).ok()?;
+            Some((kbid, rec))
+        })
+        .collect();
+    for (kbid, mut rec) in rows {
+        if let Some(doc) = rec.doc.take() {
+            section_docs.insert(kbid.as_str(), doc.as_str()).unwrap();
+            sections
+                .insert(
+                    kbid.as_str(),
+                    types::records::encode_section(&kbid, &rec).as_slice(),
+                )
+                .unwrap();
+        }
+    }
+}
+
 /// Put the content back where schema 9 kept it (`content`, keyed by kbid; records without
 /// `content_seq`), so that a test can pretend the database predates migration 10.
 fn content_as_in_schema_9(txn: &redb::WriteTransaction) {
+    first_docs_as_rows(txn);
     let mut sections = txn.open_table(SECTIONS).unwrap();
     let rows: Vec<(String, types::records::SectionRecord)> = sections
         .iter()
@@ -77,6 +112,7 @@ fn migration_10_keys_content_by_sequence() {
     {
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         content_as_in_schema_9(&txn);
         txn.open_table(CONTENT_BY_KBID)
             .unwrap()
@@ -173,6 +209,7 @@ fn schema_9_database(dir: &Path, texts: &[String]) -> Vec<String> {
     drop(kb);
     let db = redb::Database::create(dir.join(store::DB_FILE)).unwrap();
     let txn = db.begin_write().unwrap();
+    first_docs_as_rows(&txn);
     content_as_in_schema_9(&txn);
     set_schema_version(&txn, 9);
     txn.commit().unwrap();
@@ -292,6 +329,7 @@ fn migration_11_drops_the_source_key_table_and_keys_come_from_the_records() {
         // Schema 10 kept the pairs in a table of their own as well.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         txn.open_multimap_table(SOURCE_KEYS)
             .unwrap()
             .insert("#Deploy", first.as_str())
@@ -355,6 +393,7 @@ fn migration_19_drops_the_document_side_membership_table_and_manifests_answer_fo
         // Schema 18 kept each document's sections in `doc_sections` as well.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         {
             let mut doc_sections = txn.open_multimap_table(DOC_SECTIONS).unwrap();
             for i in 0..many {
@@ -400,6 +439,7 @@ fn migrations_3_and_5_rebuild_near_duplicate_bands() {
         // signatures table yet).
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         content_as_in_schema_9(&txn);
         txn.delete_table(MINHASH_SIGS).unwrap();
         {
@@ -475,6 +515,7 @@ fn migration_9_moves_band_keys_into_the_section_records() {
         // in `minhash_sigs`.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         content_as_in_schema_9(&txn);
         {
             set_schema_version(&txn, 8);
@@ -555,6 +596,7 @@ fn migration_4_builds_the_reference_graph_of_existing_sections() {
         // Pretend the database predates migration 4: no reference tables.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         content_as_in_schema_9(&txn);
         {
             set_schema_version(&txn, 3);
@@ -628,6 +670,7 @@ fn migration_14_stores_every_docid_in_nfc_and_keeps_both_documents_of_a_collisio
         // Pretend the database predates migration 14, which stored docids as typed.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         rename_raw(&txn, nfc, nfd);
         rename_raw(&txn, "b/other", "b/cafe\u{301}");
         {
@@ -785,6 +828,7 @@ fn migration_17_rewrites_records_compactly_and_they_read_as_before() {
     {
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         {
             let mut sections = txn.open_table(SECTIONS).unwrap();
             for (k, old) in &old_sections {
@@ -907,12 +951,23 @@ fn migration_20_stores_each_checksum_after_its_kbid_and_records_read_as_before()
             .map(|(k, v)| decode("sections", k, v).unwrap())
             .collect()
     };
-    let records = read(&today);
+    // Schema 19 kept every membership in `section_docs` (`first_docs_as_rows`, below), and a
+    // record that migration 20 rewrites has no first document.
+    let records: Vec<SectionRecord> = read(&today)
+        .into_iter()
+        .map(|r| SectionRecord { doc: None, ..r })
+        .collect();
+    let today: Vec<(String, Vec<u8>)> = today
+        .iter()
+        .zip(&records)
+        .map(|((k, _), r)| (k.clone(), types::records::encode_section(k, r)))
+        .collect();
     drop(kb);
     {
         // Schema 19 stored every checksum whole.
         let db = redb::Database::create(tmp.path().join(store::DB_FILE)).unwrap();
         let txn = db.begin_write().unwrap();
+        first_docs_as_rows(&txn);
         {
             let mut sections = txn.open_table(SECTIONS).unwrap();
             for ((k, _), rec) in today.iter().zip(&records) {

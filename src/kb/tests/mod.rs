@@ -47,6 +47,17 @@ fn in_document(text: &str, docid: &str) -> LearnRequest {
 fn rows(kb: &Kb) -> [u64; 5] {
     let txn = kb.db().unwrap().begin_read().unwrap();
     let mm = |d| txn.open_multimap_table(d).unwrap().len().unwrap();
+    let records_where = |keep: fn(&types::records::SectionRecord) -> bool| {
+        txn.open_table(SECTIONS)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .filter(|row| {
+                let (k, v) = row.as_ref().unwrap();
+                keep(&types::records::decode("sections", k.value(), v.value()).unwrap())
+            })
+            .count() as u64
+    };
     [
         mm(TAGS),
         // Entries of the in-memory source-key index (migration 0011).
@@ -55,18 +66,10 @@ fn rows(kb: &Kb) -> [u64; 5] {
             .get()
             .map_or(0, |i| i.source_keys.len() as u64),
         // Sections whose record holds band keys (migration 0009).
-        txn.open_table(SECTIONS)
-            .unwrap()
-            .iter()
-            .unwrap()
-            .filter(|row| {
-                let (k, v) = row.as_ref().unwrap();
-                let rec: types::records::SectionRecord =
-                    types::records::decode("sections", k.value(), v.value()).unwrap();
-                rec.bands.is_some()
-            })
-            .count() as u64,
-        mm(SECTION_DOCS),
+        records_where(|rec| rec.bands.is_some()),
+        // Memberships: rows of `section_docs`, and records holding their first document
+        // (migration 0022).
+        mm(SECTION_DOCS) + records_where(|rec| rec.doc.is_some()),
         txn.open_table(SECTIONS).unwrap().len().unwrap(),
     ]
 }

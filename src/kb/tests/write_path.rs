@@ -931,3 +931,63 @@ fn a_group_that_panics_fails_the_batch_joined_to_it_and_the_kb_writes_on() {
         assert_eq!(kb.status().unwrap().sections, 5);
     }
 }
+
+/// A new section's first document is kept in its record, its other documents in
+/// `section_docs` (schema 22): every way of reading and changing memberships sees both, and a
+/// section whose documents all let go of it is collected.
+#[test]
+fn a_sections_first_document_lives_in_its_record_and_the_others_in_the_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kb = Kb::open_or_create(tmp.path()).unwrap().0;
+    let kbid = kb
+        .learn(in_document("a shared paragraph", "b/first"))
+        .unwrap()
+        .kbid;
+    let stored = || -> (Option<String>, Vec<String>) {
+        let txn = kb.db().unwrap().begin_read().unwrap();
+        let t = ReadTables::open(&txn).unwrap();
+        let rec = t.section(&kbid).unwrap().unwrap();
+        let rows = store::txn::multimap_values(&t.section_docs, &kbid).unwrap();
+        (rec.doc, rows)
+    };
+    assert_eq!(stored(), (Some("b/first".into()), vec![]));
+    // Learned again into the same document: held already, nothing added.
+    assert!(
+        kb.learn(in_document("a shared paragraph", "b/first"))
+            .unwrap()
+            .skipped
+    );
+    // Into two more documents: rows, and every reader lists the three in order.
+    kb.learn(in_document("a shared paragraph", "c/third"))
+        .unwrap();
+    kb.learn(in_document("a shared paragraph", "a/second"))
+        .unwrap();
+    assert_eq!(
+        stored(),
+        (
+            Some("b/first".into()),
+            vec!["a/second".into(), "c/third".into()]
+        )
+    );
+    let docids = |kb: &Kb| match kb
+        .recall(&crate::RecallRequest::new(Some(kbid.clone()), None, Some(0), None).unwrap())
+        .unwrap()
+    {
+        crate::Recalled::One(item) => item.docids,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(docids(&kb), ["a/second", "b/first", "c/third"]);
+    assert!(kb.check().unwrap().ok);
+    // The first document lets go of it: the record forgets it, the rows stay.
+    assert!(kb.remove_document("b/first").unwrap());
+    assert_eq!(stored(), (None, vec!["a/second".into(), "c/third".into()]));
+    assert!(kb.check().unwrap().ok);
+    // The others too: no document holds it any more, so it is collected.
+    assert!(kb.remove_document("a/second").unwrap());
+    assert!(kb.remove_document("c/third").unwrap());
+    assert!(
+        kb.retrieve(Some(&kbid), None).is_err(),
+        "collected with its last document"
+    );
+    assert!(kb.check().unwrap().ok);
+}

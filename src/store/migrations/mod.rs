@@ -24,6 +24,7 @@ mod m0018_section_docs_changes;
 mod m0019_manifests_hold_doc_sections;
 mod m0020_checksums_after_kbid;
 mod m0021_content_dictionary;
+mod m0022_first_doc_in_record;
 
 use redb::WriteTransaction;
 
@@ -140,5 +141,10 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 21,
         name: "content_dictionary",
         apply: m0021_content_dictionary::apply,
+    },
+    Migration {
+        version: 22,
+        name: "first_doc_in_record",
+        apply: m0022_first_doc_in_record::apply,
     },
 ];
