@@ -99,9 +99,9 @@ fn core(t: &ReadTables, kbid: &str, rec: SectionRecord) -> Result<RecallItem> {
     Ok(RecallItem {
         kbid: kbid.to_string(),
         content: text_of(t, kbid, &rec)?,
+        docids: t.docs_of_section(kbid, &rec)?,
         heading: rec.title,
         section_type: rec.section_type,
-        docids: t.docs_of(kbid)?,
         documents: None,
         back_references: None,
         siblings: None,
@@ -220,7 +220,7 @@ fn level3(t: &ReadTables, item: &mut RecallItem, budget: &mut Budget) -> Result<
                 let Some(rec) = t.section(kbid)? else {
                     continue;
                 };
-                let docids = t.docs_of(kbid)?;
+                let docids = t.docs_of_section(kbid, &rec)?;
                 let back = section_back_references(t, kbid, rec.title.as_deref(), &docids)?;
                 (text_of(t, kbid, &rec)?, back)
             }

@@ -417,7 +417,7 @@ impl Filters {
             return Ok(false);
         }
         if self.docid.is_some() || self.documents.is_some() {
-            let docs = store.docs_of(kbid)?;
+            let docs = store.docs_of_section(kbid, &rec)?;
             if let Some(d) = &self.docid
                 && !docs.contains(d)
             {
@@ -1087,8 +1087,8 @@ fn describe_hit(
     };
     Ok(Some(SearchItem {
         kbid: kbid.to_string(),
+        docids: store.docs_of_section(kbid, &rec)?,
         heading: rec.title,
-        docids: store.docs_of(kbid)?,
         snippet,
         matched_terms,
         matched_fields,

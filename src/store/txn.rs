@@ -531,6 +531,11 @@ impl ReadTables {
         with_first_doc(first, multimap_values(&self.section_docs, kbid)?)
     }
 
+    /// `docs_of` for a caller that has read the section's record `rec` already.
+    pub fn docs_of_section(&self, kbid: &str, rec: &SectionRecord) -> Result<Vec<String>> {
+        with_first_doc(rec.doc.clone(), multimap_values(&self.section_docs, kbid)?)
+    }
+
     pub fn last_seq(&self) -> Result<u64> {
         Ok(self.changes.last()?.map(|(k, _)| k.value()).unwrap_or(0))
     }

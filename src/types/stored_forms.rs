@@ -336,6 +336,32 @@ mod tests {
         }
     }
 
+    /// A record with its first document (schema 22) reads back whole; without one it is the
+    /// schema-21 bytes; bytes after the docid are a damaged record, not ignored.
+    #[test]
+    fn a_records_first_document_follows_it_and_nothing_else_may() {
+        use crate::types::records::encode_section;
+        let kbid = "k";
+        let mut r = record();
+        let without = encode_section(kbid, &r);
+        r.doc = Some("notes/a.md".into());
+        let with = encode_section(kbid, &r);
+        assert!(with.len() > without.len());
+        assert_eq!(decode::<SectionRecord>("sections", kbid, &with).unwrap(), r);
+        r.doc = None;
+        assert_eq!(
+            decode::<SectionRecord>("sections", kbid, &without).unwrap(),
+            r
+        );
+        // The same body with a byte after the docid, its checksum made right again.
+        let mut body = with[..with.len() - 4].to_vec();
+        body.push(7);
+        let crc = crc32fast::hash(&body);
+        body.extend(crc.to_le_bytes());
+        let err = decode::<SectionRecord>("sections", kbid, &body).unwrap_err();
+        assert!(err.to_string().contains("after the record"), "{err}");
+    }
+
     fn round_trip(r: &SectionRecord) -> SectionRecord {
         decode("sections", "k", &encode(r)).expect("decodes")
     }

@@ -774,14 +774,9 @@ fn the_index_thread_catches_up_after_a_write_and_a_close_waits_for_it() {
     }
     // Without a search: the Kb's index thread takes the changes.
     let last = kb.last_change_seq().unwrap();
-    let start = std::time::Instant::now();
-    while kb.lexical().unwrap().applied_seq() < last {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "the index stayed behind the store"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    wait_until("the index stayed behind the store", || {
+        kb.lexical().unwrap().applied_seq() >= last
+    });
     // A write just before the close is in the index the close commits.
     kb.learn(LearnRequest::text("the last note before closing"))
         .unwrap();
@@ -796,6 +791,18 @@ fn the_index_thread_catches_up_after_a_write_and_a_close_waits_for_it() {
     );
 }
 
+/// Wait (30 s at most) until `done`.
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "{what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Run `first` and `second` on two threads so that `second`'s writes are taken into the group
 /// that `first`'s thread commits: the writers' turn is held until `first`'s thread commits (and
 /// waits inside its group) and `second`'s batch is queued. `first`'s outcome comes as its
@@ -808,16 +815,11 @@ fn in_one_group<A: Send, B: Send>(
     let turn = kb.loaded_index_turn().unwrap();
     std::thread::scope(|s| {
         let first = s.spawn(first);
-        let start = std::time::Instant::now();
-        while !kb.commit_queue.committing() {
-            assert!(start.elapsed() < std::time::Duration::from_secs(30));
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until("the first thread commits", || kb.commit_queue.committing());
         let second = s.spawn(second);
-        while kb.commit_queue.waiting() == 0 {
-            assert!(start.elapsed() < std::time::Duration::from_secs(30));
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_until("the second thread's batch is queued", || {
+            kb.commit_queue.waiting() > 0
+        });
         drop(turn);
         (first.join(), second.join().unwrap())
     })
