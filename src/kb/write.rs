@@ -572,6 +572,7 @@ impl Kb {
             unfinished: None,
             // Whatever the file holds is in the database (replayed when it opened).
             durable_first: true,
+            store: self.store.clone(),
         })
     }
 

@@ -45,6 +45,8 @@ pub(crate) struct JournalState {
     /// record could hide the next ones from a replay; or the journal was just opened and holds
     /// records the next ones overwrite).
     pub(crate) durable_first: bool,
+    /// The store a failed group's record is refused to (`Store::refuse_replay`).
+    pub(crate) store: std::sync::Arc<super::Store>,
 }
 
 impl JournalState {
@@ -77,9 +79,12 @@ impl JournalState {
     /// writers are told that it failed, so no replay may apply its record, neither the store's
     /// reopen after the failure nor the open after a crash: the record is taken back from the
     /// file (`Journal::take_back_last`), and the next commit is durable and claims its number,
-    /// which keeps every later replay from applying it even if the file did not take the zeros.
+    /// which keeps every later replay from applying it. If the file did not take the zeros,
+    /// the store's next reopen leaves the record out of its replay and claims its number
+    /// (`Store::refuse_replay`); only a crash before that reopen would still apply it.
     pub(crate) fn take_back_unfinished(&mut self) {
         if let Some(seq) = self.unfinished.take() {
+            self.store.refuse_replay(seq);
             if let Err(e) = self.journal.take_back_last() {
                 tracing::error!("cannot take back the journal record of a failed group: {e}");
             }

@@ -74,8 +74,8 @@ pub struct Fired {
 struct PlanState {
     /// Calls so far, by `slot(target, op)`.
     counts: [u64; 6],
-    /// Fail the N-th call of this target and kind (once).
-    nth: Option<(Target, Op, u64, Errno)>,
+    /// Fail the N-th call of this target and kind (once each).
+    nth: Vec<(Target, Op, u64, Errno)>,
     /// Disk full: every write, growth and fsync fails with ENOSPC.
     full: bool,
     /// The disk fills up at the N-th call of this target and kind.
@@ -128,9 +128,10 @@ impl FaultPlan {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Fail the `n`-th call (counted since the plan was made) of `target` and `op`, once.
+    /// Fail the `n`-th call (counted since the plan was made) of `target` and `op`, once
+    /// (besides the failures planned before).
     pub fn fail_nth(&self, target: Target, op: Op, n: u64, errno: Errno) {
-        self.state().nth = Some((target, op, n, errno));
+        self.state().nth.push((target, op, n, errno));
     }
 
     /// The disk is full: from now on every write, file growth and fsync of the store and the
@@ -193,10 +194,10 @@ impl FaultPlan {
         let errno = if s.full && grows {
             Some(Errno::Enospc)
         } else {
-            match s.nth {
-                Some((t, o, at, errno)) if t == target && o == op && at == n => Some(errno),
-                _ => None,
-            }
+            s.nth
+                .iter()
+                .find(|&&(t, o, at, _)| t == target && o == op && at == n)
+                .map(|&(.., errno)| errno)
         };
         match errno {
             None => Ok(()),

@@ -300,6 +300,9 @@ pub struct Store {
     /// Bumped by every reopen for writing: in-memory state derived from the store may be stale
     /// after one (a commit whose fsync failed can be there after the reopen).
     generation: AtomicU64,
+    /// The journal record of a group that failed once it was written (0: none): the replay of
+    /// the next reopen leaves it out and claims its number (`refuse_replay`).
+    refused: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -310,9 +313,9 @@ impl Store {
     /// file again): opening it for writing after a crash writes (redb's recovery, the journal's
     /// replay), and a daemon that could not start would serve no reads at all.
     pub fn open(dir: &Path, plan: Option<FaultPlan>) -> Result<Store> {
-        let slot = match open_writable(dir, plan.as_ref()) {
+        let slot = match open_writable(dir, plan.as_ref(), None) {
             Ok(h) => Slot::Writable(h),
-            Err(e) if disk_full(&e) => match open_read_only(dir) {
+            Err(e) if disk_full(&e) => match open_read_only(dir, None) {
                 Ok(h) => {
                     tracing::warn!("{e}; the database is open read-only until there is room");
                     Slot::ReadOnly(h)
@@ -329,6 +332,7 @@ impl Store {
             plan,
             slot: RwLock::new(slot),
             generation: AtomicU64::new(0),
+            refused: Arc::new(AtomicU64::new(0)),
         })
     }
 
@@ -381,6 +385,19 @@ impl Store {
         }
     }
 
+    /// The record numbered `seq` in the journal belongs to a group that failed (its writers
+    /// were told so): the replay of the next reopen, for writing or reading, leaves it out, and
+    /// a reopen for writing claims its number durably, so that no later replay applies it. The
+    /// journal takes the record back itself (`Journal::take_back_last`); this covers a disk
+    /// that refused that too.
+    pub fn refuse_replay(&self, seq: u64) {
+        self.refused.store(seq, Ordering::Release);
+    }
+
+    fn refused(&self) -> Option<u64> {
+        Some(self.refused.load(Ordering::Acquire)).filter(|&r| r > 0)
+    }
+
     /// How many times the database was reopened for writing.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
@@ -404,8 +421,15 @@ impl Store {
             Slot::Writable(h) | Slot::ReadOnly(h) => close(h),
             Slot::Closed | Slot::Shut => {}
         }
-        match open_writable(&self.dir, self.plan.as_ref()) {
+        let refused = self.refused();
+        match open_writable(&self.dir, self.plan.as_ref(), refused) {
             Ok(h) => {
+                // Claimed by the replay: a later failed group sets its own.
+                if let Some(r) = refused {
+                    let _ =
+                        self.refused
+                            .compare_exchange(r, 0, Ordering::AcqRel, Ordering::Acquire);
+                }
                 self.generation.fetch_add(1, Ordering::AcqRel);
                 if was_writable {
                     tracing::warn!("database reopened after an I/O failure");
@@ -428,7 +452,7 @@ impl Store {
                     e => e,
                 };
                 tracing::warn!("cannot reopen the database for writing: {e}");
-                match open_read_only(&self.dir) {
+                match open_read_only(&self.dir, refused) {
                     Ok(h) => {
                         let db = h.db.clone();
                         *slot = Slot::ReadOnly(h);
@@ -507,15 +531,19 @@ fn open_error(dir: &Path, file: &Path, e: DatabaseError) -> KbError {
 }
 
 /// Open the database for writing; a panic in redb (a damaged page read at open) is a `damaged`
-/// error naming the file.
-fn open_writable(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
+/// error naming the file. `refused`: a journal record its replay leaves out (`Store::refuse_replay`).
+fn open_writable(dir: &Path, plan: Option<&FaultPlan>, refused: Option<u64>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     super::guard(&format!("opening {}", path.display()), || {
-        open_writable_unguarded(dir, plan)
+        open_writable_unguarded(dir, plan, refused)
     })
 }
 
-fn open_writable_unguarded(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handle> {
+fn open_writable_unguarded(
+    dir: &Path,
+    plan: Option<&FaultPlan>,
+    refused: Option<u64>,
+) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let failed = Arc::new(AtomicBool::new(false));
     let file = FileBackend::new(open_file(&path)?)
@@ -532,7 +560,7 @@ fn open_writable_unguarded(dir: &Path, plan: Option<&FaultPlan>) -> Result<Handl
         .map_err(|e| open_error(dir, &path, e))?;
     // The journal's writes were made on this schema: they go back before any migration.
     let schema = super::migrate::read_version(&redb::ReadableDatabase::begin_read(&db)?)?;
-    super::journal::replay(dir, &db, schema, true)?;
+    super::journal::replay(dir, &db, schema, true, refused)?;
     super::migrate::run(&mut db)?;
     Ok(Handle {
         db: Arc::new(db),
@@ -595,14 +623,14 @@ fn discard_unfinished_init(file: &FileBackend, path: &Path) -> Result<()> {
     r.map_err(KbError::storage_io)
 }
 
-fn open_read_only(dir: &Path) -> Result<Handle> {
+fn open_read_only(dir: &Path, refused: Option<u64>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     super::guard(&format!("opening {} read-only", path.display()), || {
-        open_read_only_unguarded(dir)
+        open_read_only_unguarded(dir, refused)
     })
 }
 
-fn open_read_only_unguarded(dir: &Path) -> Result<Handle> {
+fn open_read_only_unguarded(dir: &Path, refused: Option<u64>) -> Result<Handle> {
     let path = dir.join(super::DB_FILE);
     let file = FileBackend::new(open_file(&path)?)
         .map_err(|e| KbError::Storage(format!("cannot open {}: {e}", path.display())))?;
@@ -632,7 +660,7 @@ fn open_read_only_unguarded(dir: &Path) -> Result<Handle> {
         )));
     }
     // Acknowledged writes may still be only in the journal: replay them into the view's memory.
-    super::journal::replay(dir, &db, have, false)?;
+    super::journal::replay(dir, &db, have, false, refused)?;
     view.sealed.store(true, Ordering::Release);
     Ok(Handle {
         db: Arc::new(db),

@@ -541,7 +541,13 @@ fn read_journal(path: &Path) -> Result<Option<Vec<u8>>> {
 /// later replay skips what the database holds. Returns how many records were applied. A
 /// journal damaged before its tail (`plan_replay`) is refused with a `damaged` error, and a
 /// copy of it is kept.
-pub fn replay(dir: &Path, db: &Database, schema: u32, empty: bool) -> Result<u64> {
+pub fn replay(
+    dir: &Path,
+    db: &Database,
+    schema: u32,
+    empty: bool,
+    refused: Option<u64>,
+) -> Result<u64> {
     let path = dir.join(JOURNAL_FILE);
     let bytes = match read_journal(&path)? {
         Some(b) if !b.is_empty() => b,
@@ -549,7 +555,11 @@ pub fn replay(dir: &Path, db: &Database, schema: u32, empty: bool) -> Result<u64
     };
     let txn = db.begin_write()?;
     let held = applied_seq(&txn)?;
+    // A failed group's record (`refused`, see `Store::refuse_replay`) is not applied, and its
+    // number is claimed by this commit, so no later replay applies it either.
+    let claim = refused.filter(|&r| r > held);
     let records = match plan_replay(&bytes, held) {
+        Ok(r) if claim.is_some() => r.into_iter().filter(|(s, _)| Some(*s) < claim).collect(),
         Ok(r) => r,
         Err(damage) => {
             txn.abort()?;
@@ -579,10 +589,14 @@ pub fn replay(dir: &Path, db: &Database, schema: u32, empty: bool) -> Result<u64
         seq = *s;
         applied += 1;
     }
-    if applied > 0 {
-        set_applied_seq(&txn, seq)?;
+    if applied > 0 || claim.is_some() {
+        set_applied_seq(&txn, claim.map_or(seq, |r| r.max(seq)))?;
         txn.commit()?;
-        tracing::info!(records = applied, "replayed the write journal");
+        tracing::info!(
+            records = applied,
+            refused = claim,
+            "replayed the write journal"
+        );
     } else {
         txn.abort()?;
     }
@@ -692,12 +706,18 @@ impl Journal {
         let end = (at + len).min(self.len);
         let zeros = [0u8; 4096];
         let mut pos = at;
+        let fault = |op, call| match &self.plan {
+            None => Ok(()),
+            Some(plan) => plan.check(Target::Journal, op, call, true),
+        };
         let r = (|| {
             while pos < end {
                 let n = (end - pos).min(zeros.len() as u64) as usize;
+                fault(IoOp::Write, "write")?;
                 self.file.write_all_at(&zeros[..n], pos)?;
                 pos += n as u64;
             }
+            fault(IoOp::Sync, "sync_data")?;
             self.file.sync_data()
         })();
         r.map_err(|e| KbError::io(format!("cannot write {}", self.path.display()), e))?;
@@ -865,7 +885,7 @@ mod tests {
         txn.open_table(META).unwrap();
         txn.commit().unwrap();
         for _ in 0..2 {
-            let e = replay(tmp.path(), &db, 11, false).unwrap_err();
+            let e = replay(tmp.path(), &db, 11, false, None).unwrap_err();
             assert_eq!(e.code(), "damaged");
             let msg = e.to_string();
             assert!(msg.contains("kbdb.journal is damaged"), "{msg}");

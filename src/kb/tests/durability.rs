@@ -384,26 +384,74 @@ fn a_checkpoint_that_fails_after_a_stream_keeps_its_writes_in_the_journal() {
     assert_eq!(kb.search(&SearchRequest::new("platypus")).unwrap().total, 6);
 }
 
-/// A journaled group whose redb commit fails after its record is in the journal (here redb's
-/// fsync when it grows its file, which a commit without an fsync of its own still makes): the
-/// write fails, and neither the store's reopen after the failure nor an open after a kill
-/// replays it, while the writes around it are there.
-#[test]
-fn a_journaled_group_whose_commit_fails_is_not_replayed_by_the_reopen() {
+/// A new database with one durable write, whose next group's redb commit fails (it grows the
+/// file, and that fsync fails) once its record is in the journal.
+fn kb_whose_next_commit_fails(dir: &std::path::Path) -> (Kb, store::faults::FaultPlan) {
     use store::faults::{Errno, FaultPlan, Op, Target};
-    let tmp = tempfile::tempdir().unwrap();
     let plan = FaultPlan::new();
-    let (kb, _) = Kb::open_with_io(tmp.path(), plan.clone()).unwrap();
+    let (kb, _) = Kb::open_with_io(dir, plan.clone()).unwrap();
     kb.learn(LearnRequest::text("durable in redb: the first write"))
         .unwrap();
-    let journal_syncs = plan.count(Target::Journal, Op::Sync);
-    // The second write of a new database grows the file in its commit.
     plan.fail_nth(
         Target::Store,
         Op::Sync,
         plan.count(Target::Store, Op::Sync) + 1,
         Errno::Eio,
     );
+    (kb, plan)
+}
+
+/// The same, when the disk also refuses the zeros that take the record back: the store's
+/// reopen leaves the record out of its replay and claims its number.
+#[test]
+fn a_failed_group_whose_record_the_disk_would_not_take_back_is_not_replayed() {
+    use store::faults::{Errno, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, plan) = kb_whose_next_commit_fails(tmp.path());
+    // The journal's first append grows the file (one write) and writes the record (a second);
+    // the take-back's zeros would be the third, which fails.
+    let take_back = plan.count(Target::Journal, Op::Write) + 3;
+    plan.fail_nth(Target::Journal, Op::Write, take_back, Errno::Eio);
+    let failed = kb.learn(LearnRequest::text("a kiwi whose commit fails"));
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(
+        plan.fired()
+            .iter()
+            .any(|f| f.target == Target::Journal && f.n == take_back),
+        "the take-back was not refused: {:?}",
+        plan.fired()
+    );
+    let found = |kb: &Kb, text: &str| kb.search(&SearchRequest::new(text)).unwrap().total;
+    // The reopen after the failure leaves the record out, and claims its number: a kill now
+    // replays the journal, which still holds the record, onto a database that skips it.
+    assert_eq!(found(&kb, "kiwi"), 0, "the reopen replayed a failed write");
+    let (_copy, killed) = opened_as_if_killed(tmp.path());
+    assert_eq!(
+        found(&killed, "kiwi"),
+        0,
+        "the open after a kill replayed it"
+    );
+    drop(killed);
+    kb.learn(LearnRequest::text("a takahe written after it"))
+        .unwrap();
+    let (_copy, killed) = opened_as_if_killed(tmp.path());
+    for kb in [&kb, &killed] {
+        assert_eq!(found(kb, "kiwi"), 0);
+        assert_eq!(found(kb, "takahe"), 1);
+        assert_eq!(kb.status().unwrap().sections, 2);
+    }
+}
+
+/// A journaled group whose redb commit fails after its record is in the journal (here redb's
+/// fsync when it grows its file, which a commit without an fsync of its own still makes): the
+/// write fails, and neither the store's reopen after the failure nor an open after a kill
+/// replays it, while the writes around it are there.
+#[test]
+fn a_journaled_group_whose_commit_fails_is_not_replayed_by_the_reopen() {
+    use store::faults::{Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, plan) = kb_whose_next_commit_fails(tmp.path());
+    let journal_syncs = plan.count(Target::Journal, Op::Sync);
     let failed = kb.learn(LearnRequest::text("a kiwi whose commit fails"));
     assert!(
         failed.is_err(),
@@ -411,8 +459,8 @@ fn a_journaled_group_whose_commit_fails_is_not_replayed_by_the_reopen() {
     );
     assert_eq!(
         plan.count(Target::Journal, Op::Sync),
-        journal_syncs + 1,
-        "its record was in the journal"
+        journal_syncs + 2,
+        "its record was in the journal, and was taken back"
     );
     kb.learn(LearnRequest::text("a takahe written after it"))
         .unwrap();
