@@ -605,7 +605,7 @@ fn find_near_duplicates(
     keys: &near_dup::BandKeys,
 ) -> Result<Vec<NearDuplicate>> {
     // Count, per candidate, the bands it shares (reading at most PER_BAND entries of a band);
-    // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 2.
+    // a true near duplicate (J ≥ 0.85) shares about 8 of 16, a chance match rarely 3.
     let mut ranked: Vec<(u32, &str)> = Vec::new();
     if let Some(index) = t.band_index() {
         // Only the committed sections that can make the cut (ranked like `top_candidates`,

@@ -1,7 +1,8 @@
 //! Near-duplicate detection without scanning the corpus: one-permutation MinHash over word
 //! 3-shingles, banded for locality-sensitive hashing. Sections that share a band are candidates;
-//! their exact Jaccard similarity decides. With 16 bands of 4 rows, a pair at Jaccard 0.85 is a
-//! candidate with probability 1 - (1 - 0.85^4)^16 ≈ 0.99998.
+//! their exact Jaccard similarity decides. With 16 bands of 4 rows, a pair at Jaccard 0.85
+//! shares at least one band with probability 1 - (1 - 0.85^4)^16 ≈ 0.99998, and the
+//! `MIN_SHARED_BANDS` a candidate needs with probability 0.9988.
 
 // foldhash: these maps are looked up on every learn (kbids, band keys); SipHash was a visible
 // share of a learn's CPU, and their keys are SHA-256 or MinHash outputs.
@@ -20,9 +21,12 @@ pub const MAX_CANDIDATES: usize = 16;
 /// At most this many entries of one band are read (thousands of sections can share a band): the
 /// most recently added ones.
 pub const PER_BAND: usize = 32;
-/// A candidate must share at least this many bands: at Jaccard 0.85 a pair shares 2 or more of
-/// 16 bands with probability ≈ 0.9999; at 0.5 only ≈ 0.26.
-pub const MIN_SHARED_BANDS: u32 = 2;
+/// A candidate must share at least this many bands. A pair at Jaccard J shares each band with
+/// probability J^4; 3 or more of 16: 0.9988 at J = 0.85, 0.99998 at 0.9, but 0.074 at 0.5
+/// (0.26 for 2 or more). Chance matches of common phrases were most of the exact comparisons a
+/// learn made; with 3 the near duplicates reported on the bench corpora are the same pairs with
+/// 2, and a 100k load is ~5 % faster (docs/decisions.md, docs/performance.md).
+pub const MIN_SHARED_BANDS: u32 = 3;
 
 /// Shingle sets of recently seen sections, so the exact Jaccard check of a candidate does not
 /// re-read and re-shingle its content (on templated notes most learns have candidates, and that
