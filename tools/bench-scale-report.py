@@ -56,6 +56,11 @@ def main():
                                            "learn-daemon", "learn-daemon-proc",
                                            "durable1", "durable8", "durable-embedded",
                                            "durable-inprocess")}))
+        numbered = lambda prefix: [load(os.path.join(P, n)) for n in sorted(
+            (n for n in os.listdir(P) if n.startswith(prefix) and n[len(prefix):-5].isdigit()),
+            key=lambda n: int(n[len(prefix):-5]))]
+        cols[-1][1]["rounds-kbdb"] = numbered("learn-proc-r")
+        cols[-1][1]["rounds-fts5"] = numbered("fts5-r")
     rows = []
 
     def row(label, fn):
@@ -77,6 +82,29 @@ def main():
                                                                   f(kv(c, "fts5", "ingest_bulk", "sections_per_s"), 0)))
     row("bulk ingest rate kbdb / FTS5 (target ≥ 1×)",
         lambda c: ratio(bulk_k(c), kv(c, "fts5", "ingest_bulk", "sections_per_s")))
+
+    # --rounds R: every round's pair of bulk loads (round 1 is the one above)
+    def rounds(c):
+        k = [kv(c, "learn-proc", "wall_s")] + [get(r, "wall_s") for r in c["rounds-kbdb"]]
+        q = [kv(c, "fts5", "ingest_bulk", "seconds")] + [get(r, "ingest_bulk", "seconds") for r in c["rounds-fts5"]]
+        return [(a, b) for a, b in zip(k, q) if a and b]
+
+    if any(len(rounds(c)) > 1 for _, c in cols):
+        def median(xs):
+            xs = sorted(xs)
+            m = len(xs) // 2
+            return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+        def spread(xs, nd=1):
+            return "%s (%s–%s)" % (f(median(xs), nd), f(min(xs), nd), f(max(xs), nd))
+
+        row("bulk rounds, alternated", lambda c: f(len(rounds(c))))
+        row("bulk ingest kbdb s, median (range)", lambda c: spread([a for a, _ in rounds(c)]) if rounds(c) else "–")
+        row("bulk ingest FTS5 s, median (range)", lambda c: spread([b for _, b in rounds(c)]) if rounds(c) else "–")
+        row("**bulk rate kbdb / FTS5**, median of the rounds (range)",
+            lambda c: "%s (%s–%s)" % tuple("%.2f×" % x for x in (
+                median([b / a for a, b in rounds(c)]), min(b / a for a, b in rounds(c)),
+                max(b / a for a, b in rounds(c)))) if rounds(c) else "–")
     row("kbdb learn CPU user + sys s", lambda c: "%s + %s" % (f(kv(c, "learn-proc", "user_s")), f(kv(c, "learn-proc", "sys_s"))))
     def sync_rate(c):
         # None when sync did not run, failed (its report is an error) or took no measurable time.

@@ -2,7 +2,7 @@
 # Scale benchmark (issue 32): kbdb and SQLite FTS5 side by side at 100k / 300k / 1M sections.
 #
 #   tools/bench-scale.sh [--sizes 100000,300000,1000000] [--kbdb BIN] [--out DIR] [--src DIR]
-#                        [--sync-max N] [--durable N] [--keep] [--no-inprocess]
+#                        [--sync-max N] [--durable N] [--rounds R] [--keep] [--no-inprocess]
 #
 # For each size N (smallest first), in one run:
 #   0. the corpus: tools/make-scale-corpus.py SRC /tmp/kbdb-scale/sN --sections N (built once,
@@ -26,6 +26,10 @@
 #      into a fresh database (tools/bench_scale_drive.py durable); then the same in process on
 #      both sides, `Kb::learn` from 1 and 8 threads against FTS5's own durable ingest
 #      (`cargo bench --bench durable`, built from this checkout; --no-inprocess skips it);
+#   7. with --rounds R (default 1): R-1 more rounds of the two bulk loads alone, alternated
+#      (FTS5's without its queries or durable run, then kbdb's into a fresh database), so that
+#      the report gives each side's median and the range of the per-round ratios: on a noisy
+#      machine one round's ratio moves by ±20 %;
 #   each timed write step starts after `sync` and a second's pause (the previous step's
 #   writeback out of the way); then the databases of that size are deleted (unless --keep).
 # tools/bench-scale-report.py prints the Markdown table (kbdb, FTS5, kbdb/FTS5 per size).
@@ -39,6 +43,7 @@ OUT=
 SRC=/tmp/kbdb-bench/devdocs
 SYNC_MAX=300000
 DURABLE=10000
+ROUNDS=1
 KEEP=0
 INPROCESS=1
 while [[ $# -gt 0 ]]; do
@@ -49,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --src) SRC=$2; shift 2 ;;
     --sync-max) SYNC_MAX=$2; shift 2 ;;
     --durable) DURABLE=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-inprocess) INPROCESS=0; shift ;;
     -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
@@ -93,7 +99,7 @@ trap cleanup EXIT
   echo "tools: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "machine: $(uname -srm), $(nproc) cpus, $(free -m | awk '/Mem:/{print $2}') MB RAM, $(python3 -c 'import sqlite3; print("sqlite", sqlite3.sqlite_version)'), $(python3 --version)"
   echo "disk: $(df -h /tmp | tail -1)"
-  echo "sizes: $SIZES; sync-max $SYNC_MAX; durable $DURABLE"
+  echo "sizes: $SIZES; sync-max $SYNC_MAX; durable $DURABLE; rounds $ROUNDS"
 } > "$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
@@ -236,6 +242,19 @@ PY
         || log "s$n: the in-process durable bench failed: $P/durable-inprocess.txt"
     fi
   fi
+  # 7. more rounds of the two bulk loads, alternated (round 1 is steps 1 and 2)
+  for ((r = 2; r <= ROUNDS; r++)); do
+    settle
+    log "s$n: round $r/$ROUNDS: FTS5 bulk load (load $(loadavg))"
+    python3 "$K/baseline_fts5.py" --corpus "$C/md" --durable-limit 0 --out "$P/fts5-r$r.json" \
+      > /dev/null 2> "$P/fts5-r$r.err" || { cat "$P/fts5-r$r.err" >&2; exit 1; }
+    settle
+    log "s$n: round $r/$ROUNDS: kbdb learn --jsonl --embedded (load $(loadavg))"
+    timev "$P/learn-r$r.time" "$BIN" --db "$W/round$n" --embedded --format json learn --jsonl \
+      < "$C/learn.jsonl" > /dev/null 2> "$P/learn-r$r.err" || true
+    tv_json "$P/learn-r$r.time" > "$P/learn-proc-r$r.json"
+    rm -rf "$W/round$n"
+  done
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["loadavg_end"]=sys.argv[2]; json.dump(m, open(sys.argv[1],"w"))' "$P/meta.json" "$(loadavg)"
   [[ $KEEP == 1 ]] || rm -rf "$DB"
   first=0
