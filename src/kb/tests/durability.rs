@@ -401,13 +401,11 @@ fn kb_whose_next_commit_fails(dir: &std::path::Path) -> (Kb, store::faults::Faul
     (kb, plan)
 }
 
-/// The same, when the disk also refuses the zeros that take the record back: the store's
-/// reopen leaves the record out of its replay and claims its number.
-#[test]
-fn a_failed_group_whose_record_the_disk_would_not_take_back_is_not_replayed() {
+/// `kb_whose_next_commit_fails`, with the failed group's record still in the journal: the disk
+/// also refused the zeros that would have taken it back.
+fn kb_with_a_refused_record(dir: &std::path::Path) -> (Kb, store::faults::FaultPlan) {
     use store::faults::{Errno, Op, Target};
-    let tmp = tempfile::tempdir().unwrap();
-    let (kb, plan) = kb_whose_next_commit_fails(tmp.path());
+    let (kb, plan) = kb_whose_next_commit_fails(dir);
     // The journal's first append grows the file (one write) and writes the record (a second);
     // the take-back's zeros would be the third, which fails.
     let take_back = plan.count(Target::Journal, Op::Write) + 3;
@@ -421,9 +419,33 @@ fn a_failed_group_whose_record_the_disk_would_not_take_back_is_not_replayed() {
         "the take-back was not refused: {:?}",
         plan.fired()
     );
-    let found = |kb: &Kb, text: &str| kb.search(&SearchRequest::new(text)).unwrap().total;
-    // The reopen after the failure leaves the record out, and claims its number: a kill now
-    // replays the journal, which still holds the record, onto a database that skips it.
+    (kb, plan)
+}
+
+fn found(kb: &Kb, text: &str) -> u64 {
+    kb.search(&SearchRequest::new(text)).unwrap().total
+}
+
+/// After the failed group of `kb_with_a_refused_record`, a write that succeeds: the failed one
+/// is in neither `kb` nor a copy of its files opened as after a kill.
+fn only_the_write_after_it_is_there(kb: &Kb, dir: &std::path::Path) {
+    kb.learn(LearnRequest::text("a takahe written after it"))
+        .unwrap();
+    let (_copy, killed) = opened_as_if_killed(dir);
+    for kb in [kb, &killed] {
+        assert_eq!(found(kb, "kiwi"), 0);
+        assert_eq!(found(kb, "takahe"), 1);
+        assert_eq!(kb.status().unwrap().sections, 2);
+    }
+}
+
+/// The store's reopen after such a failure leaves the record out of its replay, and claims its
+/// number: a kill then replays the journal, which still holds the record, onto a database that
+/// skips it.
+#[test]
+fn a_failed_group_whose_record_the_disk_would_not_take_back_is_not_replayed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, _plan) = kb_with_a_refused_record(tmp.path());
     assert_eq!(found(&kb, "kiwi"), 0, "the reopen replayed a failed write");
     let (_copy, killed) = opened_as_if_killed(tmp.path());
     assert_eq!(
@@ -432,14 +454,27 @@ fn a_failed_group_whose_record_the_disk_would_not_take_back_is_not_replayed() {
         "the open after a kill replayed it"
     );
     drop(killed);
-    kb.learn(LearnRequest::text("a takahe written after it"))
-        .unwrap();
-    let (_copy, killed) = opened_as_if_killed(tmp.path());
-    for kb in [&kb, &killed] {
-        assert_eq!(found(kb, "kiwi"), 0);
-        assert_eq!(found(kb, "takahe"), 1);
-        assert_eq!(kb.status().unwrap().sections, 2);
-    }
+    only_the_write_after_it_is_there(&kb, tmp.path());
+}
+
+/// The same when the disk is full by the time the store reopens: the read-only view it opens
+/// instead leaves the record out too, and the reopen for writing, once there is room, claims it.
+#[test]
+fn a_refused_record_stays_out_of_the_read_only_view_of_a_full_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, plan) = kb_with_a_refused_record(tmp.path());
+    plan.fill_disk();
+    // The store's sections: the lexical index cannot take a change on a full disk either.
+    assert_eq!(
+        kb.status().unwrap().sections,
+        1,
+        "the read-only view replayed a failed write"
+    );
+    assert_eq!(kb.store.generation(), 0, "the store reopened for writing");
+    let full = kb.learn(LearnRequest::text("a write on the full disk"));
+    assert!(full.is_err(), "{full:?}");
+    plan.free_disk();
+    only_the_write_after_it_is_there(&kb, tmp.path());
 }
 
 /// A journaled group whose redb commit fails after its record is in the journal (here redb's
