@@ -550,7 +550,7 @@ fn read_answer(
             }
             Err(e) => return Err(CallFailure::Lost(e)),
         }
-        let v: Value = serde_json::from_str(&buf).map_err(|e| {
+        let mut v: Value = serde_json::from_str(&buf).map_err(|e| {
             CallFailure::Failed(daemon_err(format!(
                 "unreadable answer from the daemon: {e}"
             )))
@@ -582,7 +582,8 @@ fn read_answer(
                 _ => daemon_err(format!("daemon error {code}: {message}")),
             }));
         }
-        return Ok(v.get("result").cloned().unwrap_or(Value::Null));
+        // Taken, not cloned: a batch's answer holds a result per line.
+        return Ok(v.get_mut("result").map_or(Value::Null, Value::take));
     }
 }
 
