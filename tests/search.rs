@@ -358,6 +358,27 @@ fn documents_and_stats_modes() {
     );
 }
 
+/// A section held by two documents counts in each of them, whether the document holds it in
+/// the section's record (the first) or in the membership table (the others).
+#[test]
+fn stats_count_a_shared_section_in_every_document_that_holds_it() {
+    let db = TestDb::new();
+    for docid in ["runbooks/primary", "runbooks/replica", "runbooks/standby"] {
+        db.learn(&[
+            "# Failover
+Promote the standby, then repoint the pooler.",
+            "--docid",
+            docid,
+        ]);
+    }
+    let s = search(&db, &["failover", "--mode", "stats"]);
+    assert_eq!(s["total"], 1, "one section: {s}");
+    assert_eq!(
+        s["stats"]["by_document"],
+        serde_json::json!({"runbooks/primary": 1, "runbooks/replica": 1, "runbooks/standby": 1})
+    );
+}
+
 #[test]
 fn snippets_on_multibyte_text_are_centred_and_whole_characters() {
     let db = TestDb::new();

@@ -872,13 +872,19 @@ pub(crate) fn run(
         Shape::Stats => {
             let mut stats = SearchStats::default();
             for (_, kbid, _) in &ranked {
-                if let Some(rec) = store.section(kbid)? {
-                    *stats.by_type.entry(rec.section_type).or_default() += 1;
-                    for t in rec.tags {
-                        *stats.by_tag.entry(t).or_default() += 1;
+                // The record read once: it holds the section's first document too.
+                let docs = match store.section(kbid)? {
+                    Some(rec) => {
+                        let docs = store.docs_of_section(kbid, &rec)?;
+                        *stats.by_type.entry(rec.section_type).or_default() += 1;
+                        for t in rec.tags {
+                            *stats.by_tag.entry(t).or_default() += 1;
+                        }
+                        docs
                     }
-                }
-                for d in store.docs_of(kbid)? {
+                    None => store.docs_of(kbid)?,
+                };
+                for d in docs {
                     *stats.by_document.entry(d).or_default() += 1;
                 }
             }
