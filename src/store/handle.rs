@@ -302,7 +302,7 @@ pub struct Store {
     generation: AtomicU64,
     /// The journal record of a group that failed once it was written (0: none): the replay of
     /// the next reopen leaves it out and claims its number (`refuse_replay`).
-    refused: Arc<AtomicU64>,
+    refused: AtomicU64,
 }
 
 impl Store {
@@ -332,7 +332,7 @@ impl Store {
             plan,
             slot: RwLock::new(slot),
             generation: AtomicU64::new(0),
-            refused: Arc::new(AtomicU64::new(0)),
+            refused: AtomicU64::new(0),
         })
     }
 
