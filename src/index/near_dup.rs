@@ -25,7 +25,7 @@ pub const PER_BAND: usize = 32;
 /// probability J^4; 3 or more of 16: 0.9988 at J = 0.85, 0.99998 at 0.9, but 0.074 at 0.5
 /// (0.26 for 2 or more). Chance matches of common phrases were most of the exact comparisons a
 /// learn made; with 3 the near duplicates reported on the bench corpora are the same pairs with
-/// 2, and a 100k load is ~5 % faster (docs/decisions.md, docs/performance.md).
+/// 2, and a 100k load is 2–7 % faster (docs/decisions.md, docs/performance.md).
 pub const MIN_SHARED_BANDS: u32 = 3;
 
 /// Shingle sets of recently seen sections, so the exact Jaccard check of a candidate does not
