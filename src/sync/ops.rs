@@ -19,8 +19,11 @@ use crate::types::DocumentLearnResult;
 use crate::types::validate;
 use crate::writes::document::{self, PreparedDocument};
 
-/// Files per write transaction of a sync (at most `limits.max_batch`).
-pub const BATCH_FILES: usize = 1000;
+/// Files per write transaction of a sync (at most `limits.max_batch`). A transaction holds its
+/// prepared sections and the B-tree pages it changed until it commits, and its rows land all
+/// over the trees: at 1,000 files (~11,000 sections of devdocs) a 300k-section sync peaked at
+/// ~330 MB, at 500 at ~278 MB, for about the same time (docs/performance.md, *Sync batches*).
+pub const BATCH_FILES: usize = 500;
 /// File bytes per write transaction of a sync (a batch closes early past this).
 pub const BATCH_BYTES: usize = 32 * 1024 * 1024;
 
