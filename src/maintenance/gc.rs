@@ -1,6 +1,6 @@
 //! `gc`: remove sections that no document holds and that were never learned on their own.
 
-use redb::{ReadableMultimapTable, ReadableTable};
+use redb::ReadableTable;
 
 use crate::error::Result;
 use crate::store::txn::WriteTables;
@@ -13,7 +13,7 @@ pub(crate) fn collect(t: &mut WriteTables<'_>) -> Result<(u64, u64)> {
         let (k, v) = row?;
         let kbid = k.value();
         let rec: SectionRecord = decode("sections", kbid, v.value())?;
-        if !rec.standalone && rec.doc.is_none() && t.section_docs.get(kbid)?.next().is_none() {
+        if !rec.standalone && !t.section_held(kbid, &rec)? {
             doomed.push((kbid.to_string(), rec.size));
         }
     }

@@ -292,7 +292,10 @@ impl<'t> WriteTables<'t> {
     /// (`SectionRecord::doc`), then those of `section_docs`.
     pub fn docs_of(&self, kbid: &str) -> Result<Vec<String>> {
         let first = self.section(kbid)?.and_then(|r| r.doc);
-        with_first_doc(first, multimap_values(&*self.section_docs, kbid)?)
+        Ok(with_first_doc(
+            first,
+            multimap_values(&*self.section_docs, kbid)?,
+        ))
     }
 
     /// Whether document `docid` holds section `kbid`, whose record is `rec`: its record's
@@ -528,12 +531,18 @@ impl ReadTables {
             Some(v) => records::decode::<SectionRecord>("sections", kbid, v.value())?.doc,
             None => None,
         };
-        with_first_doc(first, multimap_values(&self.section_docs, kbid)?)
+        Ok(with_first_doc(
+            first,
+            multimap_values(&self.section_docs, kbid)?,
+        ))
     }
 
     /// `docs_of` for a caller that has read the section's record `rec` already.
     pub fn docs_of_section(&self, kbid: &str, rec: &SectionRecord) -> Result<Vec<String>> {
-        with_first_doc(rec.doc.clone(), multimap_values(&self.section_docs, kbid)?)
+        Ok(with_first_doc(
+            rec.doc.clone(),
+            multimap_values(&self.section_docs, kbid)?,
+        ))
     }
 
     pub fn last_seq(&self) -> Result<u64> {
@@ -614,12 +623,12 @@ fn get_record<T: records::Record>(
 
 /// A section's documents: its record's first one, then the others, in order of their docids
 /// (as `section_docs` lists them).
-fn with_first_doc(first: Option<String>, mut others: Vec<String>) -> Result<Vec<String>> {
+fn with_first_doc(first: Option<String>, mut others: Vec<String>) -> Vec<String> {
     if let Some(first) = first {
         let at = others.partition_point(|d| *d < first);
         others.insert(at, first);
     }
-    Ok(others)
+    others
 }
 
 pub(crate) fn multimap_values(

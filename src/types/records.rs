@@ -112,8 +112,14 @@ pub struct SectionRecord {
 }
 
 impl Serialize for SectionRecord {
+    /// The record's fields, then its first document when it has one: what `encode_section`
+    /// writes (less the kbid's half of the checksum) and `from_stored` reads, so that no
+    /// encoding of a record drops a membership.
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        StoredSection::of(self).serialize(s)
+        match &self.doc {
+            None => StoredSection::of(self).serialize(s),
+            Some(doc) => (StoredSection::of(self), doc).serialize(s),
+        }
     }
 }
 

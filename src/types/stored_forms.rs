@@ -348,6 +348,8 @@ mod tests {
         let with = encode_section(kbid, &r);
         assert!(with.len() > without.len());
         assert_eq!(decode::<SectionRecord>("sections", kbid, &with).unwrap(), r);
+        // The generic encoding (migrations, tests) keeps it too.
+        assert_eq!(round_trip(&r), r, "the first document was dropped");
         r.doc = None;
         assert_eq!(
             decode::<SectionRecord>("sections", kbid, &without).unwrap(),
