@@ -662,14 +662,15 @@ mod damaged {
             let mut memberships = txn.open_multimap_table(SECTION_DOCS).unwrap();
             memberships.insert(nothing.as_str(), "ghost").unwrap();
             // manifest_mismatch: a membership lost (a section's first document is kept in
-            // its record; `encode` writes the record without it).
-            let member_rec: SectionRecord = decode(
+            // its record, and is taken out of it here).
+            let mut member_rec: SectionRecord = decode(
                 "sections",
                 &member,
                 sections.get(member.as_str()).unwrap().unwrap().value(),
             )
             .unwrap();
             assert_eq!(member_rec.doc.as_deref(), Some("m"));
+            member_rec.doc = None;
             sections
                 .insert(member.as_str(), encode(&member_rec).as_slice())
                 .unwrap();
@@ -1360,8 +1361,8 @@ mod upgrade {
             let store = redb::Database::create(db.dir.join("kbdb.redb")).unwrap();
             let txn = store.begin_write().unwrap();
             {
-                // Its membership (kept in its record since schema 22; `encode` writes the
-                // record without it, as an older kbdb's).
+                // Its membership (kept in its record since schema 22), taken out of the
+                // record, as an older kbdb's had none.
                 let mut sections = txn.open_table(SECTIONS).unwrap();
                 let bytes = sections
                     .get(kbid.as_str())
@@ -1369,9 +1370,10 @@ mod upgrade {
                     .unwrap()
                     .value()
                     .to_vec();
-                let rec: kbdb::types::records::SectionRecord =
+                let mut rec: kbdb::types::records::SectionRecord =
                     kbdb::types::records::decode("sections", &kbid, &bytes).unwrap();
                 assert_eq!(rec.doc.as_deref(), Some("notes"));
+                rec.doc = None;
                 sections
                     .insert(kbid.as_str(), kbdb::types::records::encode(&rec).as_slice())
                     .unwrap();
