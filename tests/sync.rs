@@ -219,6 +219,58 @@ fn resync_of_an_unchanged_tree_writes_nothing_and_changes_are_picked_up() {
     assert_eq!(docids(&db).len(), 20);
 }
 
+/// A folder of several batches (250 files each): each batch is one transaction, read and
+/// prepared while the one before it commits, through the daemon and in process alike.
+#[test]
+fn a_folder_of_several_batches_is_synced_batch_by_batch() {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    for i in 0..600 {
+        write(
+            &dir,
+            &format!("d{}/n{i:03}.md", i % 4),
+            &format!("# Note {i}\n\nmarsupial {i}\n\n## Detail\n\nitem{i}\n"),
+        );
+    }
+    // Through the daemon: the registration and 600 files are 601 writes, three batches.
+    let first = sync(&db, &dir, &[]);
+    assert_eq!(
+        (first["added"].as_u64(), first["transactions"].as_u64()),
+        (Some(600), Some(3)),
+        "{first}"
+    );
+    assert_eq!(search_total(&db, "marsupial"), 600);
+    assert_eq!(search_total(&db, "item599"), 1);
+
+    // In process: 300 files changed, 50 removed, each in its batch; nothing else written.
+    for i in (0..600).step_by(2) {
+        write(
+            &dir,
+            &format!("d{}/n{i:03}.md", i % 4),
+            &format!("# Note {i}\n\nwombat {i}\n"),
+        );
+    }
+    for i in (1..100).step_by(2) {
+        std::fs::remove_file(dir.join(format!("d{}/n{i:03}.md", i % 4))).unwrap();
+    }
+    db.stop_daemon();
+    let r = db.json(&["--embedded", "sync", dir.to_str().unwrap()]);
+    assert_eq!(
+        (
+            r["updated"].as_u64(),
+            r["removed"].as_u64(),
+            r["unchanged"].as_u64(),
+            r["transactions"].as_u64()
+        ),
+        (Some(300), Some(50), Some(250), Some(2)),
+        "{r}"
+    );
+    assert_eq!(search_total(&db, "wombat"), 300);
+    assert_eq!(search_total(&db, "marsupial"), 250);
+    assert_eq!(docids(&db).len(), 550);
+    db.assert_checks_clean("after two syncs of several batches");
+}
+
 #[test]
 fn bad_input_names_the_field_and_changes_nothing() {
     let db = TestDb::new();

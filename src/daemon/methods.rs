@@ -33,20 +33,6 @@ pub fn is_grouped_write(method: &str) -> bool {
     operations::by_method(method).is_some_and(|o| matches!(o.kind, Kind::Write(..)))
 }
 
-/// Run a folder-sync method, committing its writes through `write`.
-pub fn call_sync(
-    kb: &Kb,
-    method: &str,
-    p: Value,
-    progress: &dyn Fn(u64, u64),
-    write: crate::writes::Writer<'_>,
-) -> CallResult {
-    match operations::by_method(method).map(|o| o.kind) {
-        Some(Kind::Sync(run, _)) => run(kb, p, progress, write),
-        _ => Err(CallError::UnknownMethod(method.to_string())),
-    }
-}
-
 /// A method's parameters (null for none) as `T`. A bad value of a choice field (search's
 /// `mode`) is the invalid-input error of that field, like the engine's own rules.
 pub fn params<T: DeserializeOwned>(p: Value) -> std::result::Result<T, CallError> {

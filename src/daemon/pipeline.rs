@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use serde_json::Value;
 
 use super::methods::{self, CallError};
-use super::server::{Conn, WriteAnswer, await_write, guard_request, reply_line, send_line};
+use super::server::{Conn, WriteAnswer, guard_request, reply_line, send_line};
 use crate::Kb;
 
 /// Writes of one connection queued and not yet answered, at most. Two keep the writer busy
@@ -121,7 +121,7 @@ impl Drop for Pipeline {
 
 /// Wait for a queued write's outcomes, and shape them as `method`'s result.
 pub(super) fn answer_write(kb: &Kb, method: &str, answer: WriteAnswer) -> Result<Value, CallError> {
-    guard_request(kb, method, || match await_write(answer) {
+    guard_request(kb, method, || match answer.wait() {
         Ok(outcomes) => methods::write_result(kb, method, outcomes),
         Err(e) => Err(CallError::Kb(e)),
     })

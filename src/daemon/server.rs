@@ -18,8 +18,8 @@ use super::methods::{self, CallError};
 use super::operations::{self, Kind};
 use super::pipeline::{Pending, Pipeline, answer_write};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
+use crate::Kb;
 use crate::error::{KbError, Result};
-use crate::{Kb, WriteOutcome};
 
 /// JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
@@ -70,15 +70,14 @@ struct Job {
     /// `Turn::start`).
     urgent: bool,
     /// The group's outcomes, or the error that failed the whole group (shared by its jobs).
-    reply: mpsc::Sender<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>,
+    reply: mpsc::Sender<crate::writes::SharedOutcome>,
 }
 
 pub(super) type Conn = Arc<Mutex<UnixStream>>;
 
 /// Where a queued write's outcomes come from: the group's outcomes, or the error that failed
 /// the whole group.
-pub(super) type WriteAnswer =
-    mpsc::Receiver<std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>>;
+pub(super) type WriteAnswer = crate::writes::Pending;
 
 /// How long the indexer thread gathers committed groups before it feeds them to the lexical
 /// index writer. Each round wakes the index writer's threads: one per group cost ~7 % of the
@@ -903,7 +902,7 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
 
 /// The outcome of a group: its writes' outcomes, or the error that failed it (shared by its
 /// jobs).
-type GroupOutcome = std::result::Result<Vec<Result<WriteOutcome>>, Arc<KbError>>;
+type GroupOutcome = crate::writes::SharedOutcome;
 
 /// Commit one group, holding the turn (see `Kb::write_prepared_joining` for `more`). A panic
 /// while the group is applied (a damaged page) fails the group's writes and leaves the daemon
@@ -951,28 +950,32 @@ fn commit_here(state: &State, job: Job) -> std::result::Result<(), Job> {
     Ok(())
 }
 
-/// Queue writes for the writer (prepared on this thread, on every core for a large batch) and
-/// wait for their results: one job, committed in one transaction (possibly with other clients'
-/// writes).
-fn submit(state: &State, ops: Vec<crate::WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-    await_write(queue_write(state, ops, true)?)
-}
-
 /// Prepare writes and queue them for the writer as one job; `scan`: look for near duplicates
-/// on this thread (`Kb::prepare_group`).
+/// on this thread (`Kb::prepare_group`), and commit a small write here when nothing else is
+/// under way (see `queue_prepared`).
 fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<WriteAnswer> {
     state.kb.check_batch(ops.len())?;
     let ops = state.kb.prepare_group(ops, scan);
-    let (reply, answer) = mpsc::channel();
+    queue_prepared(state, ops, scan)
+}
+
+/// Queue prepared writes for the writer as one job, committed in one transaction (possibly
+/// with other clients' writes). `here`: the connection has nothing else in flight, so a small
+/// write goes first and may commit on this thread.
+fn queue_prepared(
+    state: &State,
+    ops: Vec<Result<crate::PreparedWrite>>,
+    here: bool,
+) -> Result<WriteAnswer> {
+    let (reply, answer) = WriteAnswer::channel(writer_stopped);
     let job = Job {
-        urgent: scan && ops.len() <= crate::kb::WRITTEN_WHERE_READ,
+        urgent: here && ops.len() <= crate::kb::WRITTEN_WHERE_READ,
         ops,
         reply,
     };
     // Counted until answered (`commit_jobs`).
     state.writing.fetch_add(1, Ordering::SeqCst);
-    // With nothing of its connection in flight (`scan`), a small write may commit here.
-    let job = match scan {
+    let job = match here {
         true => match commit_here(state, job) {
             Ok(()) => return Ok(answer),
             Err(job) => job,
@@ -995,15 +998,8 @@ fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<Wr
     Ok(answer)
 }
 
-/// Wait for a queued write's outcomes.
-pub(super) fn await_write(answer: WriteAnswer) -> Result<Vec<Result<WriteOutcome>>> {
-    match answer.recv() {
-        Ok(Ok(outcomes)) => Ok(outcomes),
-        Ok(Err(e)) => Err(e.shared_copy()),
-        Err(_) => Err(KbError::Daemon(
-            "the writer stopped before answering".into(),
-        )),
-    }
+fn writer_stopped() -> KbError {
+    KbError::Daemon("the writer stopped before answering".into())
 }
 
 /// Why a connection's next message could not be read.
@@ -1287,7 +1283,9 @@ fn dispatch(
                     "{m} reached the dispatch of reads (internal error)"
                 )))),
                 // The folder is read here; each batch is committed by the writer, like any write.
-                Kind::Sync(run, _) => run(&state.kb, params, &progress, &|ops| submit(state, ops)),
+                Kind::Sync(run, _) => run(&state.kb, params, &progress, &|ops| {
+                    queue_prepared(state, ops, true)
+                }),
                 Kind::Read(run) | Kind::Maintenance(run) => run(&state.kb, params, &progress),
                 Kind::Change(run) => {
                     let r = run(&state.kb, params, &progress);

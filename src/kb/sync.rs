@@ -16,7 +16,7 @@ use crate::sync::{
     ForgetReport, MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncRequest, SyncRootInfo, SyncSkip,
 };
 use crate::types::validate;
-use crate::writes::{WriteOp, Writer};
+use crate::writes::{Pending, WriteOp, WriteOutcome, Writer};
 use redb::ReadableDatabase;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -164,6 +164,7 @@ impl Kb {
         drop((files_t, txn));
 
         let mut run = Run {
+            kb: self,
             limits: &self.config.limits,
             root: root.clone(),
             root_str: root_str.clone(),
@@ -186,6 +187,7 @@ impl Kb {
             batch_bytes: 0,
             batch_limit: BATCH_FILES.min(self.config.limits.max_batch).max(1),
             write,
+            committing: None,
         };
         for (path, reason) in skipped {
             if !path.is_empty() {
@@ -235,11 +237,18 @@ impl Kb {
             run.push(&rel, WriteOp::Sync(SyncOp::Remove { docid, expected }), 0)?;
         }
         run.flush()?;
+        run.settle()?;
         progress(total, total);
         let mut report = run.report;
         report.skipped.sort_by(|a, b| a.path.cmp(&b.path));
         report.elapsed_ms = elapsed_ms(start);
         Ok(report)
+    }
+
+    /// Prepare `ops` on this thread and commit them through `write`, waiting for the results.
+    fn write_now(&self, write: Writer<'_>, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
+        self.check_batch(ops.len())?;
+        write(self.prepare_group(ops, false))?.wait()
     }
 
     /// The canonical path of a folder to sync (and its text form), checked.
@@ -295,7 +304,7 @@ impl Kb {
 
     /// Stop syncing `dir`: its records go, its documents stay (as documents no file backs).
     pub fn sync_forget(&self, dir: &Path) -> Result<ForgetReport> {
-        self.sync_forget_with(dir, &|ops| self.write_group(ops))
+        self.with_index_behind(|write| self.sync_forget_with(dir, write))
     }
 
     pub fn sync_forget_with(&self, dir: &Path, write: Writer<'_>) -> Result<ForgetReport> {
@@ -307,11 +316,15 @@ impl Kb {
                 .to_string_lossy()
                 .into_owned(),
         };
-        let r = write(vec![WriteOp::Sync(SyncOp::Forget {
-            dir: dir_str.clone(),
-        })])?
-        .pop()
-        .ok_or_else(|| KbError::Storage("no result".into()))??;
+        let r = self
+            .write_now(
+                write,
+                vec![WriteOp::Sync(SyncOp::Forget {
+                    dir: dir_str.clone(),
+                })],
+            )?
+            .pop()
+            .ok_or_else(|| KbError::Storage("no result".into()))??;
         let o: crate::sync::SyncOutcome = crate::writes::outcome(r)?;
         Ok(ForgetReport {
             dir: dir_str,
@@ -368,6 +381,7 @@ impl Found<'_> {
 
 /// The state of one sync.
 pub(crate) struct Run<'a> {
+    pub(crate) kb: &'a Kb,
     pub(crate) limits: &'a Limits,
     pub(crate) root: PathBuf,
     pub(crate) root_str: String,
@@ -388,6 +402,9 @@ pub(crate) struct Run<'a> {
     pub(crate) batch_bytes: usize,
     pub(crate) batch_limit: usize,
     pub(crate) write: Writer<'a>,
+    /// The batch the writer is committing while the next is read and prepared, with the
+    /// relative path of each of its writes.
+    pub(crate) committing: Option<(Pending, Vec<String>)>,
 }
 
 impl Run<'_> {
@@ -410,6 +427,9 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Hand the batch to the writer: prepared here (while the writer commits the batch before
+    /// it), queued once that one's results are in (so a failed registration stops the sync
+    /// before anything after it is written). The next files are read while it commits.
     pub(crate) fn flush(&mut self) -> Result<()> {
         if self.batch.is_empty() {
             return Ok(());
@@ -417,7 +437,19 @@ impl Run<'_> {
         let ops = std::mem::take(&mut self.batch);
         let paths = std::mem::take(&mut self.batch_paths);
         self.batch_bytes = 0;
-        let results = (self.write)(ops)?;
+        self.kb.check_batch(ops.len())?;
+        let prepared = self.kb.prepare_group(ops, false);
+        self.settle()?;
+        self.committing = Some(((self.write)(prepared)?, paths));
+        Ok(())
+    }
+
+    /// Wait for the batch being committed and count its results.
+    pub(crate) fn settle(&mut self) -> Result<()> {
+        let Some((pending, paths)) = self.committing.take() else {
+            return Ok(());
+        };
+        let results = pending.wait()?;
         let mut committed = false;
         for (r, rel) in results.into_iter().zip(paths) {
             match r {
@@ -608,6 +640,46 @@ mod tests {
         let applied = kb.lexical().unwrap().applied_seq();
         assert_eq!(applied, kb.last_change_seq().unwrap());
         assert!(applied > 0);
+    }
+
+    /// A sync whose second batch fails to commit stops there: the first batch is written, no
+    /// later one (the next batch is prepared while one commits, but only queued once that one
+    /// has succeeded), and the next sync completes the folder.
+    #[test]
+    fn a_sync_stops_at_the_batch_that_fails_and_the_next_sync_completes_it() {
+        use crate::store::faults::{Errno, FaultPlan, Op, Target};
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
+        let dir = tmp.path().join("notes");
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = BATCH_FILES * 3;
+        for i in 0..files {
+            std::fs::write(
+                dir.join(format!("f{i:04}.md")),
+                format!("# File {i}\n\nword{i} batches\n"),
+            )
+            .unwrap();
+        }
+        // Each batch is one redb commit of two fsyncs: the third from here is the second batch's.
+        let second = plan.count(Target::Store, Op::Sync) + 3;
+        plan.fail_nth(Target::Store, Op::Sync, second, Errno::Eio);
+        let failed = kb.sync(&req(&dir, Some("n"), None));
+        assert!(failed.is_err(), "{failed:?}");
+        assert!(
+            plan.fired().iter().any(|f| f.n == second),
+            "{:?}",
+            plan.fired()
+        );
+        // The first batch: the folder's registration and the first files in path order.
+        let first: Vec<String> = (0..BATCH_FILES - 1).map(|i| format!("n/f{i:04}")).collect();
+        assert_eq!(docids(&kb), first);
+
+        let report = kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        assert_eq!(report.added as usize, files - first.len(), "{report:?}");
+        assert_eq!(docids(&kb).len(), files);
+        let hits = kb.search(&crate::SearchRequest::new("batches")).unwrap();
+        assert_eq!(hits.total as usize, files);
     }
 
     #[test]

@@ -126,22 +126,42 @@ impl Kb {
         });
     }
 
-    /// Run `work` with a writer (`write_group`'s) whose commits the lexical index takes on a
-    /// thread of its own: a folder sync reads and prepares its next batch meanwhile. The index
-    /// has caught up when this returns.
+    /// Run `work` with a writer that commits the batches it is handed, in order, on a thread of
+    /// its own, while `work` reads and prepares the next (a folder sync); the lexical index
+    /// takes the commits on another thread. Both have caught up when this returns.
     pub fn with_index_behind<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
         self.journaling(|| self.with_index_behind_journaled(work))
     }
 
     fn with_index_behind_journaled<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
+        type Job = (
+            Vec<Result<PreparedWrite>>,
+            std::sync::mpsc::Sender<writes::SharedOutcome>,
+        );
         std::thread::scope(|s| {
             let index = IndexBehind::start(self, s);
-            let write = |ops: Vec<WriteOp>| {
-                let mut r = self.write_group_unindexed(ops);
-                index.committed(&mut r);
-                r
+            let (jobs, queued) = std::sync::mpsc::channel::<Job>();
+            let signal = index.signal();
+            let writer = s.spawn(move || {
+                for (prepared, reply) in queued {
+                    let mut r = self.write_prepared_unindexed(prepared);
+                    signal.committed(&mut r);
+                    let _ = reply.send(r.map_err(std::sync::Arc::new));
+                }
+            });
+            let out = {
+                let write = |prepared: Vec<Result<PreparedWrite>>| {
+                    let (reply, pending) = writes::Pending::channel(writer_stopped);
+                    jobs.send((prepared, reply)).map_err(|_| writer_stopped())?;
+                    Ok(pending)
+                };
+                work(&write)
             };
-            let out = work(&write);
+            drop(jobs);
+            // A panic while committing (a bug) is this caller's, as when it committed itself.
+            if let Err(panic) = writer.join() {
+                std::panic::resume_unwind(panic);
+            }
             index.finish();
             out
         })
@@ -736,4 +756,9 @@ impl<'scope, 'kb: 'scope> IndexBehind<'scope, 'kb> {
             tracing::warn!("lexical index update deferred: its thread stopped");
         }
     }
+}
+
+/// The error of a batch whose writer thread stopped before answering (it panicked).
+fn writer_stopped() -> KbError {
+    KbError::Storage("the writer stopped before answering (internal error)".into())
 }

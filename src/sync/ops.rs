@@ -20,12 +20,14 @@ use crate::types::validate;
 use crate::writes::document::{self, PreparedDocument};
 
 /// Files per write transaction of a sync (at most `limits.max_batch`). A transaction holds its
-/// prepared sections and the B-tree pages it changed until it commits, and its rows land all
-/// over the trees: at 1,000 files (~11,000 sections of devdocs) a 300k-section sync peaked at
-/// ~330 MB, at 500 at ~278 MB, for about the same time (docs/performance.md, *Sync batches*).
-pub const BATCH_FILES: usize = 500;
-/// File bytes per write transaction of a sync (a batch closes early past this).
-pub const BATCH_BYTES: usize = 32 * 1024 * 1024;
+/// prepared sections and the B-tree pages it changed until it commits, and the pipelined sync
+/// reads and prepares the next batch meanwhile (two batches held): at 500 files (~5,500
+/// sections of devdocs) a 300k-section sync peaked at 303–330 MB, at 250 at 283–291 MB, for
+/// the same time within the noise (docs/performance.md, *A pipelined sync*).
+pub const BATCH_FILES: usize = 250;
+/// File bytes per write transaction of a sync (a batch closes early past this): two batches
+/// are held at once.
+pub const BATCH_BYTES: usize = 16 * 1024 * 1024;
 
 /// One sync write (`WriteOp::Sync`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

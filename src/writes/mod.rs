@@ -14,9 +14,41 @@ use crate::text;
 use crate::types::{DocumentLearnResult, LearnRequest, LearnResult, UnlearnResult, validate};
 use document::PreparedDocument;
 
-/// A callback that applies writes, one transaction per call (the daemon's group-commit writer,
-/// or `Kb::write_group`): how a long operation such as a sync commits its batches.
-pub type Writer<'a> = &'a dyn Fn(Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>>;
+/// A callback that queues a prepared batch (`Kb::prepare_group`) for a writer, which commits
+/// it in one transaction, in the order queued (the daemon's group-commit writer, or the writer
+/// thread of `Kb::with_index_behind`): how a long operation such as a sync commits its batches
+/// while it reads and prepares the next one.
+pub type Writer<'a> = &'a dyn Fn(Vec<Result<crate::PreparedWrite>>) -> Result<Pending>;
+
+/// A batch's results, once a writer has committed it (or failed to).
+pub struct Pending {
+    answer: std::sync::mpsc::Receiver<SharedOutcome>,
+    /// The error when the writer stopped without answering (it shut down, or panicked).
+    stopped: fn() -> KbError,
+}
+
+/// What a writer answers a batch with: the error of a failed group is shared by its writes.
+pub(crate) type SharedOutcome =
+    std::result::Result<Vec<Result<WriteOutcome>>, std::sync::Arc<KbError>>;
+
+impl Pending {
+    /// A batch's answer and the end its writer answers through.
+    pub(crate) fn channel(
+        stopped: fn() -> KbError,
+    ) -> (std::sync::mpsc::Sender<SharedOutcome>, Pending) {
+        let (tx, answer) = std::sync::mpsc::channel();
+        (tx, Pending { answer, stopped })
+    }
+
+    /// Wait for the batch's results.
+    pub fn wait(self) -> Result<Vec<Result<WriteOutcome>>> {
+        match self.answer.recv() {
+            Ok(Ok(outcomes)) => Ok(outcomes),
+            Ok(Err(e)) => Err(e.shared_copy()),
+            Err(_) => Err((self.stopped)()),
+        }
+    }
+}
 
 /// One write.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
