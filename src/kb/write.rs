@@ -228,6 +228,8 @@ impl Kb {
                 .map(|chunk| {
                     let len = chunk.len();
                     let h = s.spawn(move || {
+                        // Second to the writer, which commits the batch before this one.
+                        crate::process::lower_this_thread_priority();
                         chunk
                             .into_iter()
                             .map(|op| self.prepare_write_scanning(op, scan))
