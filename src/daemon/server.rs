@@ -736,6 +736,14 @@ fn wait_readable(listener: &UnixListener, wake: &UnixStream, timeout: Option<Dur
     }
 }
 
+/// The writes a group takes from the queue in arrival order, at most (urgent writes may still
+/// join it): a bulk client's batch (1,024 lines) fills it. Its next batch then waits for the
+/// next group instead of joining this one, so that the writer has it to start on as soon as
+/// this one commits, while the client reads this group's answer and sends its next batch. A
+/// group that took both batches the client keeps in flight left the writer idle until the next
+/// came (a quarter of the daemon's CPU idle at 300k, docs/performance.md, *Full groups*).
+const FULL_GROUP: usize = 1024;
+
 /// The writer thread: a group for every wake-up that finds jobs queued (a connection that
 /// committed meanwhile may have taken them into its own group). Ends once the daemon drops
 /// the queue and every job queued before is answered.
@@ -772,14 +780,14 @@ impl Turn {
             return (taken, true);
         }
         self.passed_over = false;
-        (self.take_in_order(room), false)
+        (self.take_in_order(room, 0), false)
     }
 
     /// The jobs that join a group being applied, of at most `room` writes: the urgent ones
     /// waiting, and then no others; else, unless the group is one of urgent jobs only, the
     /// jobs in arrival order. Whether the group takes only urgent jobs from now on is kept in
     /// `urgent_only`.
-    fn join(&mut self, room: usize, urgent_only: &mut bool) -> Vec<Job> {
+    fn join(&mut self, room: usize, held: usize, urgent_only: &mut bool) -> Vec<Job> {
         self.waiting.extend(self.queue.try_iter());
         if self.waiting.iter().any(|j| j.urgent) {
             *urgent_only = true;
@@ -788,7 +796,7 @@ impl Turn {
         if *urgent_only {
             return Vec::new();
         }
-        self.take_in_order(room)
+        self.take_in_order(room, held)
     }
 
     /// The urgent jobs waiting that fit `room`, in arrival order: they may pass the others,
@@ -808,14 +816,16 @@ impl Turn {
         taken
     }
 
-    /// The jobs waiting from the first, while they fit `room`: a job that does not fit waits
-    /// for the next group, and the jobs behind it with it, so that a connection's pipelined
-    /// batches commit in order.
-    fn take_in_order(&mut self, mut room: usize) -> Vec<Job> {
+    /// The jobs waiting from the first, while they fit `room` and the group (which holds
+    /// `held` writes) is not full (`FULL_GROUP`): a job that does not fit waits for the next
+    /// group, and the jobs behind it with it, so that a connection's pipelined batches commit
+    /// in order.
+    fn take_in_order(&mut self, mut room: usize, mut held: usize) -> Vec<Job> {
         let mut taken = Vec::new();
-        while self.waiting.front().is_some_and(|j| j.ops.len() <= room) {
+        while held < FULL_GROUP && self.waiting.front().is_some_and(|j| j.ops.len() <= room) {
             let j = self.waiting.pop_front().expect("a job is waiting");
             room -= j.ops.len();
+            held += j.ops.len();
             taken.push(j);
         }
         taken
@@ -834,9 +844,9 @@ fn commit_queued(state: &State, turn: &mut Turn, own: Option<Job>) -> bool {
         // else waits then.
         Some(j) => {
             let mut urgent_only = j.urgent;
-            let room = max.saturating_sub(j.ops.len());
+            let held = j.ops.len();
             let mut jobs = vec![j];
-            jobs.extend(turn.join(room, &mut urgent_only));
+            jobs.extend(turn.join(max.saturating_sub(held), held, &mut urgent_only));
             (jobs, urgent_only)
         }
         None => turn.start(max),
@@ -862,7 +872,8 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
         let (jobs, counts) = (&mut jobs, &mut counts);
         commit_group(state, ops, |room| {
             let mut next = Vec::new();
-            for mut j in turn.join(room, &mut urgent_only) {
+            let held = counts.iter().sum();
+            for mut j in turn.join(room, held, &mut urgent_only) {
                 counts.push(j.ops.len());
                 next.append(&mut j.ops);
                 jobs.push(j);
@@ -1384,45 +1395,98 @@ mod tests {
         assert!(urgent_only);
         send(&[("bulk d", 1024, false)]);
         assert!(
-            turn.join(10_000, &mut urgent_only).is_empty(),
+            turn.join(10_000, 0, &mut urgent_only).is_empty(),
             "no bulk joins it"
         );
         send(&[("three", 1, true)]);
         assert_eq!(
-            names(&turn.join(10_000, &mut urgent_only)),
+            names(&turn.join(10_000, 0, &mut urgent_only)),
             ["storage error: three"],
             "an urgent write joins it"
         );
-        // The next group: the bulk batches' turn, in order, although an urgent write waits.
+        // The next group: the bulk batches' turn, in order, although an urgent write waits;
+        // one bulk batch fills it.
         send(&[("four", 1, true)]);
         let (group, mut urgent_only) = turn.start(2_500);
-        assert_eq!(
-            names(&group),
-            ["storage error: bulk a", "storage error: bulk b"]
-        );
+        assert_eq!(names(&group), ["storage error: bulk a"]);
         assert!(!urgent_only);
         assert_eq!(
-            names(&turn.join(10_000, &mut urgent_only)),
+            names(&turn.join(10_000, 1024, &mut urgent_only)),
             ["storage error: four"],
             "an urgent write joins a bulk group, which then takes no more bulk"
         );
-        assert!(turn.join(10_000, &mut urgent_only).is_empty());
+        assert!(turn.join(10_000, 1025, &mut urgent_only).is_empty());
         send(&[("small, not alone", 1, false)]);
         let (group, _) = turn.start(1_000);
         assert!(
             group.is_empty(),
-            "bulk c does not fit, and what is behind it waits"
+            "bulk b does not fit, and what is behind it waits"
         );
-        let (group, urgent_only) = turn.start(10_000);
+        for bulk in ["bulk b", "bulk c", "bulk d"] {
+            let (group, urgent_only) = turn.start(10_000);
+            assert_eq!(names(&group), [format!("storage error: {bulk}")]);
+            assert!(!urgent_only);
+        }
+        let (group, _) = turn.start(10_000);
+        assert_eq!(names(&group), ["storage error: small, not alone"]);
+    }
+
+    /// A group takes the jobs waiting in order until it holds `FULL_GROUP` writes, when it
+    /// starts and while it is applied: a bulk client's next batch waits for the next group
+    /// (the writer starts on it as soon as this one commits) instead of joining this one.
+    #[test]
+    fn a_group_takes_jobs_in_order_until_it_is_full() {
+        let (tx, rx) = mpsc::channel();
+        let mut turn = Turn {
+            queue: rx,
+            waiting: VecDeque::new(),
+            passed_over: false,
+            index: None,
+        };
+        let send = |jobs: &[(&str, usize)]| {
+            for &(name, n) in jobs {
+                tx.send(job(name, n, false)).unwrap();
+            }
+        };
+        send(&[
+            ("small 1", 10),
+            ("small 2", 500),
+            ("bulk 1", 1024),
+            ("small 3", 1),
+        ]);
+        let (group, mut urgent_only) = turn.start(10_000);
         assert_eq!(
             names(&group),
             [
-                "storage error: bulk c",
-                "storage error: bulk d",
-                "storage error: small, not alone"
-            ]
+                "storage error: small 1",
+                "storage error: small 2",
+                "storage error: bulk 1"
+            ],
+            "a job is taken while the group holds fewer than FULL_GROUP writes"
         );
-        assert!(!urgent_only);
+        assert!(turn.join(10_000, 1534, &mut urgent_only).is_empty());
+        send(&[("bulk 2", 1024)]);
+        let (group, mut urgent_only) = turn.start(10_000);
+        assert_eq!(
+            names(&group),
+            ["storage error: small 3", "storage error: bulk 2"]
+        );
+        send(&[("small 4", 5), ("bulk 3", 1024)]);
+        assert!(
+            turn.join(10_000, 1025, &mut urgent_only).is_empty(),
+            "a full group takes no more while it is applied"
+        );
+        let (group, mut urgent_only) = turn.start(10_000);
+        assert_eq!(
+            names(&group),
+            ["storage error: small 4", "storage error: bulk 3"]
+        );
+        send(&[("bulk 4", 1024), ("bulk 5", 1024)]);
+        assert_eq!(
+            names(&turn.join(10_000, 0, &mut urgent_only)),
+            ["storage error: bulk 4"],
+            "a group being applied takes one bulk batch, and the next waits"
+        );
     }
 
     fn woken(wake_rx: &mut UnixStream) -> bool {
