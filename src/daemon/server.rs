@@ -1354,6 +1354,16 @@ mod tests {
         }
     }
 
+    /// A writer's turn whose jobs come from `queue`.
+    fn turn_of(queue: mpsc::Receiver<Job>) -> Turn {
+        Turn {
+            queue,
+            waiting: VecDeque::new(),
+            passed_over: false,
+            index: None,
+        }
+    }
+
     fn names(jobs: &[Job]) -> Vec<String> {
         jobs.iter()
             .map(|j| match &j.ops[0] {
@@ -1372,12 +1382,7 @@ mod tests {
     #[test]
     fn urgent_writes_go_first_and_the_others_keep_their_order() {
         let (tx, rx) = mpsc::channel();
-        let mut turn = Turn {
-            queue: rx,
-            waiting: VecDeque::new(),
-            passed_over: false,
-            index: None,
-        };
+        let mut turn = turn_of(rx);
         let send = |jobs: &[(&str, usize, bool)]| {
             for &(name, n, urgent) in jobs {
                 tx.send(job(name, n, urgent)).unwrap();
@@ -1437,12 +1442,7 @@ mod tests {
     #[test]
     fn a_group_takes_jobs_in_order_until_it_is_full() {
         let (tx, rx) = mpsc::channel();
-        let mut turn = Turn {
-            queue: rx,
-            waiting: VecDeque::new(),
-            passed_over: false,
-            index: None,
-        };
+        let mut turn = turn_of(rx);
         let send = |jobs: &[(&str, usize)]| {
             for &(name, n) in jobs {
                 tx.send(job(name, n, false)).unwrap();
