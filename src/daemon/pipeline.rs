@@ -10,8 +10,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use serde_json::Value;
 
 use super::methods::{self, CallError};
-use super::server::{Conn, WriteAnswer, guard_request, reply_line, send_line};
+use super::server::{Conn, guard_request, reply_line, send_line};
 use crate::Kb;
+use crate::writes::WriteAnswer;
 
 /// Writes of one connection queued and not yet answered, at most. Two keep the writer busy
 /// (one committing, the next prepared) and bound what a client that never reads can make the

@@ -20,6 +20,7 @@ use super::pipeline::{Pending, Pipeline, answer_write};
 use super::{MAX_MESSAGE_BYTES, endpoint, my_uid, peer_uid};
 use crate::Kb;
 use crate::error::{KbError, Result};
+use crate::writes::WriteAnswer;
 
 /// JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
@@ -74,10 +75,6 @@ struct Job {
 }
 
 pub(super) type Conn = Arc<Mutex<UnixStream>>;
-
-/// Where a queued write's outcomes come from: the group's outcomes, or the error that failed
-/// the whole group.
-pub(super) type WriteAnswer = crate::writes::Pending;
 
 /// How long the indexer thread gathers committed groups before it feeds them to the lexical
 /// index writer. Each round wakes the index writer's threads: one per group cost ~7 % of the

@@ -16,7 +16,7 @@ use crate::sync::{
     ForgetReport, MAX_LISTED_CHANGES, SyncChange, SyncReport, SyncRequest, SyncRootInfo, SyncSkip,
 };
 use crate::types::validate;
-use crate::writes::{Pending, WriteOp, WriteOutcome, Writer};
+use crate::writes::{WriteAnswer, WriteOp, WriteOutcome, Writer};
 use redb::ReadableDatabase;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -404,7 +404,7 @@ pub(crate) struct Run<'a> {
     pub(crate) write: Writer<'a>,
     /// The batch the writer is committing while the next is read and prepared, with the
     /// relative path of each of its writes.
-    pub(crate) committing: Option<(Pending, Vec<String>)>,
+    pub(crate) committing: Option<(WriteAnswer, Vec<String>)>,
 }
 
 impl Run<'_> {

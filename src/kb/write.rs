@@ -151,7 +151,7 @@ impl Kb {
             });
             let out = {
                 let write = |prepared: Vec<Result<PreparedWrite>>| {
-                    let (reply, pending) = writes::Pending::channel(writer_stopped);
+                    let (reply, pending) = writes::WriteAnswer::channel(writer_stopped);
                     jobs.send((prepared, reply)).map_err(|_| writer_stopped())?;
                     Ok(pending)
                 };

@@ -18,10 +18,10 @@ use document::PreparedDocument;
 /// it in one transaction, in the order queued (the daemon's group-commit writer, or the writer
 /// thread of `Kb::with_index_behind`): how a long operation such as a sync commits its batches
 /// while it reads and prepares the next one.
-pub type Writer<'a> = &'a dyn Fn(Vec<Result<crate::PreparedWrite>>) -> Result<Pending>;
+pub type Writer<'a> = &'a dyn Fn(Vec<Result<crate::PreparedWrite>>) -> Result<WriteAnswer>;
 
 /// A batch's results, once a writer has committed it (or failed to).
-pub struct Pending {
+pub struct WriteAnswer {
     answer: std::sync::mpsc::Receiver<SharedOutcome>,
     /// The error when the writer stopped without answering (it shut down, or panicked).
     stopped: fn() -> KbError,
@@ -31,13 +31,13 @@ pub struct Pending {
 pub(crate) type SharedOutcome =
     std::result::Result<Vec<Result<WriteOutcome>>, std::sync::Arc<KbError>>;
 
-impl Pending {
+impl WriteAnswer {
     /// A batch's answer and the end its writer answers through.
     pub(crate) fn channel(
         stopped: fn() -> KbError,
-    ) -> (std::sync::mpsc::Sender<SharedOutcome>, Pending) {
+    ) -> (std::sync::mpsc::Sender<SharedOutcome>, WriteAnswer) {
         let (tx, answer) = std::sync::mpsc::channel();
-        (tx, Pending { answer, stopped })
+        (tx, WriteAnswer { answer, stopped })
     }
 
     /// Wait for the batch's results.
