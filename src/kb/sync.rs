@@ -191,7 +191,7 @@ impl Kb {
         };
         for (path, reason) in skipped {
             if !path.is_empty() {
-                run.seen.insert(path.clone());
+                run.saw(&path);
             }
             run.skip(&path, reason);
         }
@@ -390,7 +390,8 @@ pub(crate) struct Run<'a> {
     pub(crate) by_path: HashMap<String, (String, FileRecord)>,
     /// The same records' relative paths by docid.
     pub(crate) by_docid: HashMap<String, String>,
-    /// Relative paths of the files that exist and were looked at (their records stay).
+    /// Relative paths of the recorded files that exist and were looked at (their records
+    /// stay): only those of `by_path` (`saw`), so that a first sync holds no set of its paths.
     pub(crate) seen: HashSet<String>,
     /// Folders that could not be read: the records below them stay.
     pub(crate) unreadable: Vec<String>,
@@ -408,6 +409,13 @@ pub(crate) struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The file `rel` exists and was looked at: its record, if it has one, stays.
+    pub(crate) fn saw(&mut self, rel: &str) {
+        if self.by_path.contains_key(rel) {
+            self.seen.insert(rel.to_string());
+        }
+    }
+
     pub(crate) fn skip(&mut self, rel: &str, reason: impl Into<String>) {
         let reason = reason.into();
         tracing::info!(path = rel, "not synced: {reason}");
@@ -501,14 +509,14 @@ impl Run<'_> {
     pub(crate) fn file(&mut self, c: Candidate) -> Result<()> {
         let docid = scan::docid_of(&self.prefix, &c.rel);
         if let Err(e) = validate::validate_docid(&docid) {
-            self.seen.insert(c.rel.clone());
+            self.saw(&c.rel);
             let msg = e.to_string();
             let rule = msg.strip_prefix("docid: ").unwrap_or(&msg).to_string();
             self.skip(&c.rel, format!("cannot become a docid ({docid:?}: {rule})"));
             return Ok(());
         }
         if !self.taken.take(&docid) {
-            self.seen.insert(c.rel.clone());
+            self.saw(&c.rel);
             self.skip(
                 &c.rel,
                 format!(
@@ -522,7 +530,7 @@ impl Run<'_> {
         if let Some(p) = holder
             && self.root.join(&p).is_file()
         {
-            self.seen.insert(c.rel.clone());
+            self.saw(&c.rel);
             self.skip(
                 &c.rel,
                 format!("has the same docid ({docid}) as {p}, which is synced; rename one of them"),
@@ -532,7 +540,7 @@ impl Run<'_> {
         let rec = self.by_path.get(&c.rel).map(|(_, r)| r.clone());
         self.report.files += 1;
         if rec.as_ref().is_some_and(|r| r.proves_unchanged(&c.stat)) {
-            self.seen.insert(c.rel);
+            self.saw(&c.rel);
             self.report.unchanged += 1;
             return Ok(());
         }
@@ -544,12 +552,12 @@ impl Run<'_> {
                 return Ok(());
             }
             Err(ReadError::Other(reason)) => {
-                self.seen.insert(c.rel.clone());
+                self.saw(&c.rel);
                 self.skip(&c.rel, reason);
                 return Ok(());
             }
         };
-        self.seen.insert(c.rel.clone());
+        self.saw(&c.rel);
         let hash = scan::hash(&read.bytes);
         let record = FileRecord {
             root: self.root_str.clone(),
