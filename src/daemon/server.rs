@@ -896,8 +896,9 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
             }
         }
         Err(e) => {
+            // Each job's own copy, so that `WriteAnswer::wait` hands it on as it is.
             for job in jobs {
-                let _ = job.reply.send(Err(e.clone()));
+                let _ = job.reply.send(Err(Arc::new(e.shared_copy())));
             }
         }
     }

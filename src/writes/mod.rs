@@ -27,7 +27,8 @@ pub struct WriteAnswer {
     stopped: fn() -> KbError,
 }
 
-/// What a writer answers a batch with: the error of a failed group is shared by its writes.
+/// What a writer answers a batch with: the error of a failed group (the daemon's writer sends
+/// each job a copy of its own, `KbError::shared_copy`).
 pub(crate) type SharedOutcome =
     std::result::Result<Vec<Result<WriteOutcome>>, std::sync::Arc<KbError>>;
 
@@ -44,7 +45,8 @@ impl WriteAnswer {
     pub fn wait(self) -> Result<Vec<Result<WriteOutcome>>> {
         match self.answer.recv() {
             Ok(Ok(outcomes)) => Ok(outcomes),
-            Ok(Err(e)) => Err(e.shared_copy()),
+            // The error as the writer sent it, unless another answer holds it too.
+            Ok(Err(e)) => Err(std::sync::Arc::try_unwrap(e).unwrap_or_else(|e| e.shared_copy())),
             Err(_) => Err((self.stopped)()),
         }
     }
