@@ -24,14 +24,15 @@ use std::time::Instant;
 
 impl Kb {
     /// `sync`: make the documents under the folder's prefix match its markdown files (all of
-    /// them, or `req.paths`), committing through `write_group`, the lexical index catching up
-    /// on a thread of its own (`with_index_behind`).
+    /// them, or `req.paths`), each batch committed by a writer thread while the next is read
+    /// and prepared, the lexical index catching up on a thread of its own
+    /// (`with_index_behind`).
     pub fn sync(&self, req: &SyncRequest) -> Result<SyncReport> {
         self.with_index_behind(|write| self.sync_with(req, write, &|_, _| {}))
     }
 
-    /// `sync`, committing each batch through `write` (the daemon passes its group-commit
-    /// writer) and reporting (files done, files found) to `progress`.
+    /// `sync`, queueing each batch, prepared here, with `write` (the daemon passes its
+    /// group-commit writer) and reporting (files done, files found) to `progress`.
     pub fn sync_with(
         &self,
         req: &SyncRequest,
