@@ -477,6 +477,32 @@ fn a_refused_record_stays_out_of_the_read_only_view_of_a_full_disk() {
     only_the_write_after_it_is_there(&kb, tmp.path());
 }
 
+/// The same when the reopen's own durable commit, the one that claims the record's number,
+/// fails (an fsync error, with room on the disk): the view the store falls back to leaves the
+/// record out, and a later reopen for writing claims it.
+#[test]
+fn a_refused_record_stays_out_when_the_commit_that_claims_it_fails() {
+    use store::faults::{Errno, Op, Target};
+    let tmp = tempfile::tempdir().unwrap();
+    let (kb, plan) = kb_with_a_refused_record(tmp.path());
+    let claim = plan.count(Target::Store, Op::Sync) + 1;
+    plan.fail_nth(Target::Store, Op::Sync, claim, Errno::Eio);
+    assert_eq!(
+        kb.status().unwrap().sections,
+        1,
+        "the view after a failed claim replayed a failed write"
+    );
+    assert!(
+        plan.fired()
+            .iter()
+            .any(|f| f.target == Target::Store && f.n == claim),
+        "the reopen made no durable commit: {:?}",
+        plan.fired()
+    );
+    assert_eq!(kb.store.generation(), 0, "the store reopened for writing");
+    only_the_write_after_it_is_there(&kb, tmp.path());
+}
+
 /// A journaled group whose redb commit fails after its record is in the journal (here redb's
 /// fsync when it grows its file, which a commit without an fsync of its own still makes): the
 /// write fails, and neither the store's reopen after the failure nor an open after a kill
