@@ -963,8 +963,7 @@ fn commit_here(state: &State, job: Job) -> std::result::Result<(), Job> {
 /// on this thread (`Kb::prepare_group`), and commit a small write here when nothing else is
 /// under way (see `queue_prepared`).
 fn queue_write(state: &State, ops: Vec<crate::WriteOp>, scan: bool) -> Result<WriteAnswer> {
-    state.kb.check_batch(ops.len())?;
-    let ops = state.kb.prepare_group(ops, scan);
+    let ops = state.kb.prepare_group(ops, scan)?;
     queue_prepared(state, ops, scan)
 }
 

@@ -5,7 +5,6 @@
 //! caller's writer (the daemon's group-commit writer, or `Kb::write_group`).
 
 use super::Kb;
-use crate::config::Limits;
 use crate::elapsed_ms;
 use crate::error::{KbError, Result};
 use crate::store::tables::{SYNC_FILES, SYNC_ROOTS};
@@ -166,7 +165,6 @@ impl Kb {
 
         let mut run = Run {
             kb: self,
-            limits: &self.config.limits,
             root: root.clone(),
             root_str: root_str.clone(),
             prefix: prefix.clone(),
@@ -191,9 +189,7 @@ impl Kb {
             committing: None,
         };
         for (path, reason) in skipped {
-            if !path.is_empty() {
-                run.saw(&path);
-            }
+            run.saw(&path);
             run.skip(&path, reason);
         }
         if registered.as_deref() != Some(prefix.as_str()) {
@@ -248,8 +244,7 @@ impl Kb {
 
     /// Prepare `ops` on this thread and commit them through `write`, waiting for the results.
     fn write_now(&self, write: Writer<'_>, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-        self.check_batch(ops.len())?;
-        write(self.prepare_group(ops, false))?.wait()
+        write(self.prepare_group(ops, false)?)?.wait()
     }
 
     /// The canonical path of a folder to sync (and its text form), checked.
@@ -383,7 +378,6 @@ impl Found<'_> {
 /// The state of one sync.
 pub(crate) struct Run<'a> {
     pub(crate) kb: &'a Kb,
-    pub(crate) limits: &'a Limits,
     pub(crate) root: PathBuf,
     pub(crate) root_str: String,
     pub(crate) prefix: String,
@@ -446,8 +440,7 @@ impl Run<'_> {
         let ops = std::mem::take(&mut self.batch);
         let paths = std::mem::take(&mut self.batch_paths);
         self.batch_bytes = 0;
-        self.kb.check_batch(ops.len())?;
-        let prepared = self.kb.prepare_group(ops, false);
+        let prepared = self.kb.prepare_group(ops, false)?;
         self.settle()?;
         self.committing = Some(((self.write)(prepared)?, paths));
         Ok(())
@@ -546,7 +539,11 @@ impl Run<'_> {
             return Ok(());
         }
         let recorded_at_ns = records::now_ns();
-        let read = match scan::read_file(&c.abs, self.limits.max_content_bytes, Some(c.ident)) {
+        let read = match scan::read_file(
+            &c.abs,
+            self.kb.config.limits.max_content_bytes,
+            Some(c.ident),
+        ) {
             Ok(r) => r,
             Err(ReadError::Missing) => {
                 self.report.files -= 1;

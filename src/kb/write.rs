@@ -99,9 +99,8 @@ impl Kb {
                     }
                     // No near-duplicate scan here: the batch being written meanwhile is not
                     // in the index yet, so the writer would scan again.
-                    let prepared = self.check_batch(reqs.len()).map(|()| {
-                        self.prepare_group(reqs.into_iter().map(WriteOp::Learn).collect(), false)
-                    });
+                    let prepared =
+                        self.prepare_group(reqs.into_iter().map(WriteOp::Learn).collect(), false);
                     in_flight.fetch_add(1, Ordering::Release);
                     if prepared_tx.send(prepared).is_err() {
                         break;
@@ -190,8 +189,7 @@ impl Kb {
     /// later (the daemon does it on another thread, off the acknowledgement path). Searches
     /// catch up by themselves, so nothing is ever missed.
     pub fn write_group_unindexed(&self, ops: Vec<WriteOp>) -> Result<Vec<Result<WriteOutcome>>> {
-        self.check_batch(ops.len())?;
-        let prepared = self.prepare_group(ops, true);
+        let prepared = self.prepare_group(ops, true)?;
         self.write_prepared_unindexed(prepared)
     }
 
@@ -202,15 +200,21 @@ impl Kb {
     /// among what is committed (see `prepare_write`); false for a group prepared while an
     /// earlier one of the same client is still to commit: the writer would scan again anyway
     /// once more than a few sections were committed since, so it does (`learn::complete_scan`).
-    pub fn prepare_group(&self, ops: Vec<WriteOp>, scan: bool) -> Vec<Result<PreparedWrite>> {
+    /// A group larger than `limits.max_batch` is refused whole (`check_batch`).
+    pub fn prepare_group(
+        &self,
+        ops: Vec<WriteOp>,
+        scan: bool,
+    ) -> Result<Vec<Result<PreparedWrite>>> {
+        self.check_batch(ops.len())?;
         /// Fewer writes than this per thread are prepared where they are (a thread costs more).
         const MIN_PER_THREAD: usize = 64;
         let threads = crate::process::cores().min(ops.len() / MIN_PER_THREAD);
         if threads <= 1 {
-            return ops
+            return Ok(ops
                 .into_iter()
                 .map(|op| self.prepare_write_scanning(op, scan))
-                .collect();
+                .collect());
         }
         let per = ops.len().div_ceil(threads);
         let mut chunks: Vec<Vec<WriteOp>> = Vec::with_capacity(threads);
@@ -222,7 +226,7 @@ impl Kb {
             }
             chunks.push(chunk);
         }
-        std::thread::scope(|s| {
+        Ok(std::thread::scope(|s| {
             let handles: Vec<_> = chunks
                 .into_iter()
                 .map(|chunk| {
@@ -253,7 +257,7 @@ impl Kb {
                         .collect(),
                 })
                 .collect()
-        })
+        }))
     }
 
     /// The batch limit of one write group (`limits.max_batch`).
