@@ -690,6 +690,49 @@ mod tests {
         assert_eq!(hits.total as usize, files);
     }
 
+    /// A panic while the writer thread commits a batch (a bug, or a damaged page) reaches the
+    /// sync's caller, as it would a `write_group` caller's, after the sync's threads have
+    /// stopped; the `Kb` recovers, and the next sync completes the folder.
+    #[test]
+    fn a_panic_while_a_batch_commits_reaches_the_caller_and_the_next_sync_completes() {
+        use crate::store::faults::{FaultPlan, Op, Target};
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
+        let dir = tmp.path().join("notes");
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = BATCH_FILES * 2;
+        for i in 0..files {
+            std::fs::write(
+                dir.join(format!("f{i:04}.md")),
+                format!("# F {i}\n\nokapi\n"),
+            )
+            .unwrap();
+        }
+        // The second batch's commit: the third store fsync from here.
+        plan.panic_nth(
+            Target::Store,
+            Op::Sync,
+            plan.count(Target::Store, Op::Sync) + 3,
+        );
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            kb.sync(&req(&dir, Some("n"), None))
+        }));
+        assert!(
+            caught.is_err(),
+            "the panic did not reach the caller: {caught:?}"
+        );
+        assert_eq!(docids(&kb).len(), BATCH_FILES - 1, "only the first batch");
+        let report = kb.sync(&req(&dir, Some("n"), None)).unwrap();
+        assert_eq!(
+            report.added as usize,
+            files - (BATCH_FILES - 1),
+            "{report:?}"
+        );
+        let hits = kb.search(&crate::SearchRequest::new("okapi")).unwrap();
+        assert_eq!(hits.total as usize, files);
+    }
+
     #[test]
     fn a_write_based_on_a_record_that_changed_since_is_not_applied() {
         let (_tmp, kb, dir) = setup();
