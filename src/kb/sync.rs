@@ -648,26 +648,41 @@ mod tests {
         assert!(applied > 0);
     }
 
+    /// A database whose I/O goes through a fault plan, and a folder of `files` notes, each
+    /// holding `word`, beside it. Each batch of a sync is one redb commit of two fsyncs, so the
+    /// third store fsync from here is the second batch's.
+    fn notes_beside_a_faulty_kb(
+        files: usize,
+        word: &str,
+    ) -> (
+        tempfile::TempDir,
+        Kb,
+        crate::store::faults::FaultPlan,
+        PathBuf,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = crate::store::faults::FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
+        let dir = tmp.path().join("notes");
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..files {
+            std::fs::write(
+                dir.join(format!("f{i:04}.md")),
+                format!("# File {i}\n\nentry{i} {word}\n"),
+            )
+            .unwrap();
+        }
+        (tmp, kb, plan, dir)
+    }
+
     /// A sync whose second batch fails to commit stops there: the first batch is written, no
     /// later one (the next batch is prepared while one commits, but only queued once that one
     /// has succeeded), and the next sync completes the folder.
     #[test]
     fn a_sync_stops_at_the_batch_that_fails_and_the_next_sync_completes_it() {
-        use crate::store::faults::{Errno, FaultPlan, Op, Target};
-        let tmp = tempfile::tempdir().unwrap();
-        let plan = FaultPlan::new();
-        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
-        let dir = tmp.path().join("notes");
-        std::fs::create_dir_all(&dir).unwrap();
+        use crate::store::faults::{Errno, Op, Target};
         let files = BATCH_FILES * 3;
-        for i in 0..files {
-            std::fs::write(
-                dir.join(format!("f{i:04}.md")),
-                format!("# File {i}\n\nword{i} batches\n"),
-            )
-            .unwrap();
-        }
-        // Each batch is one redb commit of two fsyncs: the third from here is the second batch's.
+        let (_tmp, kb, plan, dir) = notes_beside_a_faulty_kb(files, "batches");
         let second = plan.count(Target::Store, Op::Sync) + 3;
         plan.fail_nth(Target::Store, Op::Sync, second, Errno::Eio);
         let failed = kb.sync(&req(&dir, Some("n"), None));
@@ -695,21 +710,9 @@ mod tests {
     /// stopped; the `Kb` recovers, and the next sync completes the folder.
     #[test]
     fn a_panic_while_a_batch_commits_reaches_the_caller_and_the_next_sync_completes() {
-        use crate::store::faults::{FaultPlan, Op, Target};
-        let tmp = tempfile::tempdir().unwrap();
-        let plan = FaultPlan::new();
-        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
-        let dir = tmp.path().join("notes");
-        std::fs::create_dir_all(&dir).unwrap();
+        use crate::store::faults::{Op, Target};
         let files = BATCH_FILES * 2;
-        for i in 0..files {
-            std::fs::write(
-                dir.join(format!("f{i:04}.md")),
-                format!("# F {i}\n\nokapi\n"),
-            )
-            .unwrap();
-        }
-        // The second batch's commit: the third store fsync from here.
+        let (_tmp, kb, plan, dir) = notes_beside_a_faulty_kb(files, "okapi");
         plan.panic_nth(
             Target::Store,
             Op::Sync,
