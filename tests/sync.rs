@@ -271,6 +271,194 @@ fn a_folder_of_several_batches_is_synced_batch_by_batch() {
     db.assert_checks_clean("after two syncs of several batches");
 }
 
+/// A folder of `n` notes of several sections each, in five subfolders.
+fn many_notes(dir: &Path, n: usize) {
+    for i in 0..n {
+        write(
+            dir,
+            &format!("d{}/n{i:04}.md", i % 5),
+            &format!(
+                "# Note {i}\n\nquokka {i} lives in burrow{i}\n\n## Detail\n\nitem{i} {}\n",
+                "filler ".repeat(i % 40)
+            ),
+        );
+    }
+}
+
+/// A copy of a folder of `NOTES` notes synced without interruption: its documents, and its
+/// (sections, documents) counts.
+struct Synced {
+    docids: Vec<String>,
+    counts: (Option<u64>, Option<u64>),
+    /// How long the sync took (its process included).
+    took: Duration,
+}
+
+const NOTES: usize = 3000;
+
+fn counts(db: &TestDb) -> (Option<u64>, Option<u64>) {
+    let s = db.status();
+    (s["sections"].as_u64(), s["documents"].as_u64())
+}
+
+fn synced_without_interruption() -> Synced {
+    let db = TestDb::new();
+    let dir = notes(&db);
+    many_notes(&dir, NOTES);
+    let started = Instant::now();
+    db.json(&["--embedded", "sync", dir.to_str().unwrap()]);
+    let took = started.elapsed();
+    let docids = docids(&db);
+    assert_eq!(docids.len(), NOTES);
+    Synced {
+        docids,
+        counts: counts(&db),
+        took,
+    }
+}
+
+/// `db` holds what the uninterrupted sync made: the same documents and sections, each once,
+/// found by search, and it checks clean.
+fn assert_synced_as(db: &TestDb, reference: &Synced, after: &str) {
+    assert_eq!(docids(db), reference.docids, "{after}");
+    assert_eq!(counts(db), reference.counts, "{after}");
+    assert_eq!(search_total(db, "quokka"), NOTES as u64, "{after}");
+    assert_eq!(
+        search_total(db, &format!("item{}", NOTES - 1)),
+        1,
+        "{after}"
+    );
+    db.assert_checks_clean(after);
+}
+
+/// Start `kbdb sync dir` (`--embedded` or through the daemon) in the background.
+fn spawn_sync(db: &TestDb, dir: &Path, embedded: bool) -> Child {
+    let mut cmd = db.process();
+    if embedded {
+        cmd.arg("--embedded");
+    }
+    cmd.args(["sync", dir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn sigkill_and_wait(pid: u32, what: &str) {
+    common::daemon::sigkill(pid);
+    assert!(
+        common::daemon::wait_gone(pid, Duration::from_secs(60)),
+        "{what}: the process is still there"
+    );
+}
+
+/// Wait until `cond` holds, while `client` still runs (a sync that ended first fails `what`).
+fn while_syncing(client: &mut Child, what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cond() {
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "{what}: the sync ended first"
+        );
+        assert!(Instant::now() < deadline, "{what}: not within 120 s");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A sync killed part-way in its own process leaves a database that opens and checks clean,
+/// each time; the next sync completes the folder, and the database then holds what one
+/// uninterrupted sync makes. The first kill comes once a batch has committed (the database's
+/// file has grown eightfold: the process holds the database, so nothing else can look), the
+/// later ones a fraction of a whole sync's time after the start.
+#[test]
+fn a_sync_killed_part_way_leaves_a_clean_database_and_the_next_completes_it() {
+    let reference = synced_without_interruption();
+    let db = TestDb::new();
+    let dir = notes(&db);
+    many_notes(&dir, NOTES);
+    let file_len = || std::fs::metadata(db.path().join("kbdb.redb")).map_or(0, |m| m.len());
+    let mut after_kills = Vec::new();
+    for (round, later) in [0.0, 0.2, 0.5].into_iter().enumerate() {
+        let what = format!("kill {round} of a sync's process");
+        db.stop_daemon();
+        let start_len = file_len();
+        let mut client = spawn_sync(&db, &dir, true);
+        if round == 0 {
+            while_syncing(&mut client, &what, || file_len() >= 8 * start_len);
+        } else {
+            std::thread::sleep(reference.took.mul_f64(later));
+        }
+        sigkill_and_wait(client.id(), &what);
+        let _ = client.wait();
+        db.assert_checks_clean(&what);
+        after_kills.push(db.status()["documents"].as_u64().unwrap());
+    }
+    assert!(
+        (1..NOTES as u64).contains(&after_kills[0]),
+        "the first kill comes after a batch and before the end (documents after each kill: \
+         {after_kills:?})"
+    );
+    sync(&db, &dir, &[]);
+    assert_synced_as(&db, &reference, &format!("kills at {after_kills:?}"));
+}
+
+/// A daemon killed while it syncs a folder: a sync whose client is gone too leaves the
+/// database part-way, clean, and the next sync completes it; a sync whose client still waits
+/// is sent again by the client to the daemon it starts, and completes.
+#[test]
+fn a_daemon_killed_while_it_syncs_leaves_a_clean_database_and_the_sync_completes() {
+    let reference = synced_without_interruption();
+    let db = TestDb::new();
+    let dir = notes(&db);
+    many_notes(&dir, NOTES);
+    let log = db.path().join("daemon.log");
+    let batches_logged = || {
+        std::fs::read_to_string(&log).map_or(0, |l| l.matches("group commit writes=250").count())
+    };
+    // A daemon whose log says when each group has committed; its pid.
+    let debug_daemon = || {
+        let started = db
+            .process()
+            .env("KBDB_LOG", "kbdb=debug")
+            .arg("status")
+            .output()
+            .unwrap();
+        assert!(started.status.success());
+        db.json(&["daemon", "status"])["daemon"]["pid"]
+            .as_u64()
+            .expect("a daemon runs") as u32
+    };
+
+    let daemon = debug_daemon();
+    let mut client = spawn_sync(&db, &dir, false);
+    while_syncing(&mut client, "the first kill", || batches_logged() >= 1);
+    // The client first, or it would start another daemon; the daemon right after, before it
+    // completes the sync alone.
+    common::daemon::sigkill(client.id());
+    sigkill_and_wait(daemon, "the daemon");
+    let _ = client.wait();
+    db.assert_checks_clean("a kill of the daemon and its client part-way");
+    let part_way = db.status()["documents"].as_u64().unwrap();
+    assert!(
+        (1..NOTES as u64).contains(&part_way),
+        "the kill comes after a batch and before the end: {part_way} documents"
+    );
+
+    // The rest of the folder, through a daemon killed after one more batch: its client
+    // starts another and sends the sync again.
+    db.stop_daemon();
+    let daemon = debug_daemon();
+    let before = batches_logged();
+    let mut client = spawn_sync(&db, &dir, false);
+    while_syncing(&mut client, "the second kill", || batches_logged() > before);
+    sigkill_and_wait(daemon, "the daemon");
+    assert!(
+        client.wait().unwrap().success(),
+        "the client's sync completes through the daemon it starts"
+    );
+    assert_synced_as(&db, &reference, "a kill of the daemon during a sync");
+}
+
 #[test]
 fn bad_input_names_the_field_and_changes_nothing() {
     let db = TestDb::new();
