@@ -23,9 +23,10 @@ pub fn progress_bar(label: &str) -> ProgressBar {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template(
-            "{msg:>10} [{bar:40}] {human_pos}/{human_len} ({per_sec}, {eta})",
+            "{msg:>10} [{bar:40}] {human_pos}/{human_len} ({rate}, {eta})",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key("rate", rate_key)
         .progress_chars("=> "),
     );
     bar.set_message(label.to_string());
@@ -41,13 +42,29 @@ pub fn counter_bar(label: &str, unit: &str) -> ProgressBar {
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template(&format!(
-            "{{msg:>10}} {{spinner}} {{human_pos}} {unit} ({{per_sec}}, {{elapsed}})"
+            "{{msg:>10}} {{spinner}} {{human_pos}} {unit} ({{rate}}, {{elapsed}})"
         ))
-        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key("rate", rate_key),
     );
     bar.set_message(label.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
+}
+
+/// The `{rate}` of a bar: how many a second, in whole numbers (indicatif's `{per_sec}` prints
+/// four decimals: "20,792.3415/s").
+fn rate_key(state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write) {
+    let _ = w.write_str(&rate(state.per_sec()));
+}
+
+fn rate(per_sec: f64) -> String {
+    let whole = if per_sec.is_finite() && per_sec > 0.0 {
+        per_sec.round() as u64
+    } else {
+        0
+    };
+    format!("{}/s", indicatif::HumanCount(whole))
 }
 
 /// A progress callback `(done, total)` driving `bar`.
@@ -188,4 +205,16 @@ pub fn rebuild(kb: &Backend, format: Format) -> Result<i32, KbError> {
         )),
     }
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_rate_is_a_whole_number_a_second() {
+        assert_eq!(super::rate(20_792.25), "20,792/s");
+        assert_eq!(super::rate(0.4), "0/s");
+        assert_eq!(super::rate(2.5), "3/s");
+        assert_eq!(super::rate(f64::NAN), "0/s");
+        assert_eq!(super::rate(f64::INFINITY), "0/s");
+    }
 }
