@@ -301,10 +301,16 @@ fn counts(db: &TestDb) -> (Option<u64>, Option<u64>) {
     (s["sections"].as_u64(), s["documents"].as_u64())
 }
 
-fn synced_without_interruption() -> Synced {
+/// A fresh database and, beside it, a folder of `NOTES` notes.
+fn db_beside_many_notes() -> (TestDb, PathBuf) {
     let db = TestDb::new();
     let dir = notes(&db);
     many_notes(&dir, NOTES);
+    (db, dir)
+}
+
+fn synced_without_interruption() -> Synced {
+    let (db, dir) = db_beside_many_notes();
     let started = Instant::now();
     db.json(&["--embedded", "sync", dir.to_str().unwrap()]);
     let took = started.elapsed();
@@ -373,9 +379,7 @@ fn while_syncing(client: &mut Child, what: &str, cond: impl Fn() -> bool) {
 #[test]
 fn a_sync_killed_part_way_leaves_a_clean_database_and_the_next_completes_it() {
     let reference = synced_without_interruption();
-    let db = TestDb::new();
-    let dir = notes(&db);
-    many_notes(&dir, NOTES);
+    let (db, dir) = db_beside_many_notes();
     let file_len = || std::fs::metadata(db.path().join("kbdb.redb")).map_or(0, |m| m.len());
     let mut after_kills = Vec::new();
     for (round, later) in [0.0, 0.2, 0.5].into_iter().enumerate() {
@@ -408,9 +412,7 @@ fn a_sync_killed_part_way_leaves_a_clean_database_and_the_next_completes_it() {
 #[test]
 fn a_daemon_killed_while_it_syncs_leaves_a_clean_database_and_the_sync_completes() {
     let reference = synced_without_interruption();
-    let db = TestDb::new();
-    let dir = notes(&db);
-    many_notes(&dir, NOTES);
+    let (db, dir) = db_beside_many_notes();
     let log = db.path().join("daemon.log");
     let batches_logged = || {
         std::fs::read_to_string(&log).map_or(0, |l| l.matches("group commit writes=250").count())
@@ -455,6 +457,11 @@ fn a_daemon_killed_while_it_syncs_leaves_a_clean_database_and_the_sync_completes
     assert!(
         client.wait().unwrap().success(),
         "the client's sync completes through the daemon it starts"
+    );
+    let now = db.json(&["daemon", "status"])["daemon"]["pid"].as_u64();
+    assert!(
+        now.is_some_and(|pid| pid != u64::from(daemon)),
+        "the client started another daemon: {now:?}"
     );
     assert_synced_as(&db, &reference, "a kill of the daemon during a sync");
 }

@@ -71,7 +71,7 @@ struct Job {
     /// `Turn::start`).
     urgent: bool,
     /// The group's outcomes, or the error that failed the whole group (shared by its jobs).
-    reply: mpsc::Sender<crate::writes::SharedOutcome>,
+    reply: mpsc::Sender<crate::writes::BatchOutcome>,
 }
 
 pub(super) type Conn = Arc<Mutex<UnixStream>>;
@@ -896,9 +896,8 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
             }
         }
         Err(e) => {
-            // Each job's own copy, so that `WriteAnswer::wait` hands it on as it is.
             for job in jobs {
-                let _ = job.reply.send(Err(Arc::new(e.shared_copy())));
+                let _ = job.reply.send(Err(e.shared_copy()));
             }
         }
     }
@@ -909,9 +908,8 @@ fn commit_jobs(state: &State, turn: &mut Turn, mut jobs: Vec<Job>, mut urgent_on
     state.notify();
 }
 
-/// The outcome of a group: its writes' outcomes, or the error that failed it (shared by its
-/// jobs).
-type GroupOutcome = crate::writes::SharedOutcome;
+/// The outcome of a group: its writes' outcomes, or the error that failed it.
+type GroupOutcome = Result<Vec<Result<crate::WriteOutcome>>>;
 
 /// Commit one group, holding the turn (see `Kb::write_prepared_joining` for `more`). A panic
 /// while the group is applied (a damaged page) fails the group's writes and leaves the daemon
@@ -934,7 +932,7 @@ fn commit_group(
             .fetch_add(acknowledged as u64, Ordering::Relaxed);
         state.write_groups.fetch_add(1, Ordering::Relaxed);
     }
-    outcome.map_err(Arc::new)
+    outcome
 }
 
 /// Commit a connection's write on its own thread when it is the only write under way (with
@@ -1313,7 +1311,12 @@ mod tests {
     /// A daemon's shared state on a database in `dir`, without its threads, and the end of the
     /// accept loop's wake-up socket that it reads.
     fn state(dir: &Path) -> (Arc<State>, UnixStream) {
-        let kb = Arc::new(Kb::open_or_create(dir).unwrap().0);
+        state_of(Kb::open_or_create(dir).unwrap().0)
+    }
+
+    /// The same on `kb`.
+    fn state_of(kb: Kb) -> (Arc<State>, UnixStream) {
+        let kb = Arc::new(kb);
         let (wake_rx, wake_tx) = UnixStream::pair().unwrap();
         wake_tx.set_nonblocking(true).unwrap();
         wake_rx.set_nonblocking(true).unwrap();
@@ -1489,6 +1492,70 @@ mod tests {
     fn woken(wake_rx: &mut UnixStream) -> bool {
         let mut byte = [0u8; 1];
         wake_rx.read(&mut byte).is_ok()
+    }
+
+    /// A group whose commit fails (here a write to the file: EIO) fails each of its jobs, each
+    /// with the error of its own, and writes none of them; the next group commits.
+    #[test]
+    fn a_group_that_fails_to_commit_answers_each_of_its_jobs_with_the_error() {
+        use crate::store::faults::{Errno, FaultPlan, Op, Target};
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = FaultPlan::new();
+        let (kb, _) = Kb::open_with_io(tmp.path().join("kb"), plan.clone()).unwrap();
+        let (state, _wake) = state_of(kb);
+        let learn = |text: &str| {
+            state
+                .kb
+                .prepare_group(
+                    vec![crate::WriteOp::Learn(crate::LearnRequest::text(text))],
+                    true,
+                )
+                .unwrap()
+        };
+        let mut answers = Vec::new();
+        let mut turn = state.turn.lock().unwrap();
+        for text in ["the first client's note", "the second client's note"] {
+            let (reply, answer) = crate::writes::WriteAnswer::channel(|| unreachable!());
+            turn.waiting.push_back(Job {
+                ops: learn(text),
+                urgent: false,
+                reply,
+            });
+            answers.push(answer);
+        }
+        let write = plan.count(Target::Store, Op::Write) + 1;
+        plan.fail_nth(Target::Store, Op::Write, write, Errno::Eio);
+        assert!(commit_queued(&state, &mut turn, None));
+        assert!(
+            plan.fired()
+                .iter()
+                .any(|f| f.op == Op::Write && f.n == write),
+            "{:?}",
+            plan.fired()
+        );
+        let errors: Vec<String> = answers
+            .into_iter()
+            .map(|a| match a.wait() {
+                Err(KbError::Storage(m)) => m,
+                other => panic!("a job of the failed group: {other:?}"),
+            })
+            .collect();
+        assert_eq!(errors[0], errors[1], "the group's error, for each job");
+        assert_eq!(
+            state.kb.status().unwrap().sections,
+            0,
+            "nothing of the group"
+        );
+
+        let (reply, answer) = crate::writes::WriteAnswer::channel(|| unreachable!());
+        turn.waiting.push_back(Job {
+            ops: learn("written by the next group"),
+            urgent: false,
+            reply,
+        });
+        assert!(commit_queued(&state, &mut turn, None));
+        assert!(matches!(answer.wait().as_deref(), Ok([Ok(_)])));
+        assert_eq!(state.kb.status().unwrap().sections, 1);
     }
 
     #[test]

@@ -135,7 +135,7 @@ impl Kb {
     fn with_index_behind_journaled<T>(&self, work: impl FnOnce(Writer<'_>) -> T) -> T {
         type Job = (
             Vec<Result<PreparedWrite>>,
-            std::sync::mpsc::Sender<writes::SharedOutcome>,
+            std::sync::mpsc::Sender<writes::BatchOutcome>,
         );
         std::thread::scope(|s| {
             let index = IndexBehind::start(self, s);
@@ -145,7 +145,7 @@ impl Kb {
                 for (prepared, reply) in queued {
                     let mut r = self.write_prepared_unindexed(prepared);
                     signal.committed(&mut r);
-                    let _ = reply.send(r.map_err(std::sync::Arc::new));
+                    let _ = reply.send(r);
                 }
             });
             let out = {

@@ -22,33 +22,27 @@ pub type Writer<'a> = &'a dyn Fn(Vec<Result<crate::PreparedWrite>>) -> Result<Wr
 
 /// A batch's results, once a writer has committed it (or failed to).
 pub struct WriteAnswer {
-    answer: std::sync::mpsc::Receiver<SharedOutcome>,
+    answer: std::sync::mpsc::Receiver<BatchOutcome>,
     /// The error when the writer stopped without answering (it shut down, or panicked).
     stopped: fn() -> KbError,
 }
 
-/// What a writer answers a batch with: the error of a failed group (the daemon's writer sends
-/// each job a copy of its own, `KbError::shared_copy`).
-pub(crate) type SharedOutcome =
-    std::result::Result<Vec<Result<WriteOutcome>>, std::sync::Arc<KbError>>;
+/// What a writer answers a batch with: each write's outcome, or the error that failed the
+/// group (each of a group's batches gets a copy of its own, `KbError::shared_copy`).
+pub(crate) type BatchOutcome = Result<Vec<Result<WriteOutcome>>>;
 
 impl WriteAnswer {
     /// A batch's answer and the end its writer answers through.
     pub(crate) fn channel(
         stopped: fn() -> KbError,
-    ) -> (std::sync::mpsc::Sender<SharedOutcome>, WriteAnswer) {
+    ) -> (std::sync::mpsc::Sender<BatchOutcome>, WriteAnswer) {
         let (tx, answer) = std::sync::mpsc::channel();
         (tx, WriteAnswer { answer, stopped })
     }
 
     /// Wait for the batch's results.
     pub fn wait(self) -> Result<Vec<Result<WriteOutcome>>> {
-        match self.answer.recv() {
-            Ok(Ok(outcomes)) => Ok(outcomes),
-            // The error as the writer sent it, unless another answer holds it too.
-            Ok(Err(e)) => Err(std::sync::Arc::try_unwrap(e).unwrap_or_else(|e| e.shared_copy())),
-            Err(_) => Err((self.stopped)()),
-        }
+        self.answer.recv().unwrap_or_else(|_| Err((self.stopped)()))
     }
 }
 
